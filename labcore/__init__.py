@@ -1,0 +1,51 @@
+"""labcore: the helper package of the Collective Communication Lab.
+
+Four parts, imported lazily so that ``import labcore`` stays cheap and the
+simulator never pulls in torch:
+
+- ``labcore.live``: real collectives on worker processes (``Cluster``, ``%%ranks``);
+- ``labcore.bench``: nccl-tests-style sweeps (time, algbw, busbw, #wrong);
+- ``labcore.sim``: the step-by-step simulator and its cost models (numpy only);
+- ``labcore.viz`` and ``labcore.exercises``: figures and checked exercises.
+
+Example
+-------
+>>> import labcore as lc
+>>> with lc.Cluster(world_size=2) as cl:          # doctest: +SKIP
+...     cl.run(lambda: lc.rank_info().rank)
+[0, 1]
+"""
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+# lc.bench is the benchmark harness that lives under labcore.live.
+_SUBMODULES = {
+    "live": "labcore.live", "bench": "labcore.live.bench", "sim": "labcore.sim",
+    "viz": "labcore.viz", "exercises": "labcore.exercises",
+}
+_LIVE_NAMES = {
+    "Cluster", "has_gpus", "rank_info", "device", "machine_summary",
+    "ClusterError", "RankError", "RankDied", "CollectiveTimeout",
+}
+
+__all__ = sorted(set(_SUBMODULES) | _LIVE_NAMES | {"load_ipython_extension"})
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        module = importlib.import_module(_SUBMODULES[name])
+        globals()[name] = module
+        return module
+    if name in _LIVE_NAMES:
+        return getattr(importlib.import_module("labcore.live"), name)
+    raise AttributeError(f"module 'labcore' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext labcore`` registers the ``%%ranks`` cell magic."""
+    from labcore.live.magic import register
+
+    register(ipython)

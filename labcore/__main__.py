@@ -1,0 +1,31 @@
+"""``python -m labcore {bench,sim} ...``: the lab's command line."""
+from __future__ import annotations
+
+import sys
+
+_USAGE = """usage: python -m labcore {bench,sim} ...
+
+  bench   measure a collective the way nccl-tests does (also under torchrun)
+  sim     step through a collective algorithm on a simulated topology
+
+Run `python -m labcore bench -h` or `python -m labcore sim -h` for the options."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in {"-h", "--help"}:
+        print(_USAGE)
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command == "bench":
+        from labcore.live.bench.cli import main as run
+    elif command == "sim":
+        from labcore.sim.cli import main as run
+    else:
+        print(f"unknown command {command!r}\n\n{_USAGE}", file=sys.stderr)
+        return 2
+    return int(run(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

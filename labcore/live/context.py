@@ -1,0 +1,63 @@
+"""Where am I? Rank, world size and device for code running on a rank.
+
+The same call works in a labcore worker (``Cluster.run``, ``%%ranks``) and in a
+process started by torchrun or SLURM, so per-rank code (benchmarks included)
+is written once.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """What a rank knows about itself."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+    device: "object"  # torch.device; annotated loosely so this module imports without torch
+
+
+_current: RankInfo | None = None
+
+
+def _set_current(info: RankInfo) -> None:
+    """Called once by the labcore worker after ``init_process_group``."""
+    global _current
+    _current = info
+
+
+def rank_info() -> RankInfo:
+    """This rank's :class:`RankInfo`.
+
+    Inside a labcore worker it is set at start-up; under torchrun it is read
+    from torch.distributed and ``LOCAL_RANK``.
+
+    Raises
+    ------
+    RuntimeError
+        When called in a process that is not a rank (e.g. the notebook itself).
+    """
+    if _current is not None:
+        return _current
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise RuntimeError(
+            "rank_info() only works on a rank: call it inside a function given to "
+            "Cluster.run, in a %%ranks cell, or in a script launched by torchrun "
+            "after dist.init_process_group()."
+        )
+    backend = str(dist.get_backend())
+    local_rank = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
+    device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+    return RankInfo(dist.get_rank(), dist.get_world_size(), local_rank, backend, device)
+
+
+def device():
+    """The torch.device this rank should put its tensors on (``cuda:k`` with NCCL, else cpu)."""
+    return rank_info().device
