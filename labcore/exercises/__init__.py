@@ -1,0 +1,22 @@
+"""Checked exercises for the lab's notebooks (learntools style).
+
+Each notebook's questions live in their own module (``labcore.exercises.ring``
+for notebook 02, ``labcore.exercises.trees`` for the tree part of 03, ...);
+the framework they share is :mod:`labcore.exercises.core`.
+
+Example
+-------
+>>> from labcore.exercises import ValueExercise, ____
+>>> q = ValueExercise("Two", "1 + 1?", expected=2)
+>>> q.check(____)
+Two: not attempted yet. Replace ____ with your answer, then run q.check(answer).
+"""
+from labcore.exercises.core import (
+    ____, Blank, CustomExercise, Exercise, FunctionExercise, Incorrect, NotAttempted, Result,
+    ValueExercise,
+)
+
+__all__ = [
+    "____", "Blank", "CustomExercise", "Exercise", "FunctionExercise", "Incorrect",
+    "NotAttempted", "Result", "ValueExercise",
+]

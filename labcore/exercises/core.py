@@ -1,0 +1,379 @@
+"""Exercises that answer back: ``q.check()``, ``q.hint()``, ``q.solution()``.
+
+The pattern follows Kaggle's learntools: an exercise is an object the notebook
+imports; the learner writes an answer in a cell and calls ``q.check(answer)``.
+Starter cells hold the placeholder ``____`` (or a function that still raises
+``NotImplementedError``), and checking such an answer prints "not attempted
+yet" instead of raising, so a notebook runs top to bottom before anyone has
+solved anything.
+
+Three kinds cover most questions:
+
+- :class:`ValueExercise`: a number (or array) compared with a tolerance;
+  known mistakes (e.g. algbw given instead of busbw) get a targeted message.
+- :class:`FunctionExercise`: the learner's function is run on test cases and
+  compared with a reference function; the first failing case is shown.
+- :class:`CustomExercise`: any check written as a function that raises
+  :class:`Incorrect` with a message saying what is wrong.
+
+Example
+-------
+>>> from labcore.exercises import ValueExercise, ____
+>>> q = ValueExercise("Bus bandwidth factor", "busbw/algbw for all_reduce on 4 ranks?",
+...                   expected=1.5, hints=["2(n-1)/n"], solution="2*(4-1)/4 = 1.5")
+>>> q.check(____)
+Bus bandwidth factor: not attempted yet. Replace ____ with your answer, then run q.check(answer).
+>>> q.check(1.5)
+Bus bandwidth factor: correct!
+>>> q.evaluate(2.0).status
+'incorrect'
+"""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "____", "Blank", "Incorrect", "NotAttempted", "Result", "Exercise",
+    "ValueExercise", "FunctionExercise", "CustomExercise",
+]
+
+
+class Blank:
+    """The placeholder a starter cell holds until the learner answers (``____``)."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "____"
+
+
+____ = Blank()
+_NOTHING = object()  # "no argument given", distinct from a learner's None
+
+
+class Incorrect(Exception):
+    """Raised by a check to say what is wrong with an answer (the message is shown)."""
+
+
+class NotAttempted(Exception):
+    """Raised by a check when the answer is still the starter code."""
+
+
+@dataclass(frozen=True)
+class Result:
+    """The outcome of one check: ``status`` is "correct", "incorrect" or "not attempted"."""
+
+    status: str
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.status == "correct"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _is_blank(answer: Any) -> bool:
+    return answer is _NOTHING or isinstance(answer, Blank) or answer is Ellipsis
+
+
+class Exercise:
+    """One question with a check, hints in increasing detail and a worked solution.
+
+    Subclasses implement ``_check(answer, **context)``: return ``None`` (or a
+    short remark to add to "correct!") when the answer is right, raise
+    :class:`Incorrect` with a message saying what is wrong, or raise
+    :class:`NotAttempted` for starter code.
+
+    Parameters
+    ----------
+    title
+        Short name shown in every message.
+    prompt
+        The question, shown by ``repr(q)`` and ``q.question()``.
+    hints
+        Hints from gentle to explicit; ``hint(level)`` shows one.
+    solution
+        The worked solution (text or code) shown by ``solution()``.
+    var
+        Optional name of a notebook variable: ``q.check()`` with no argument
+        then reads that variable from the caller's globals (learntools style).
+    correct_example, wrong_examples
+        A right answer and some wrong ones; the test suite checks that each
+        exercise accepts the first and rejects the others.
+
+    Example
+    -------
+    >>> class Even(Exercise):
+    ...     def _check(self, answer):
+    ...         if answer % 2:
+    ...             raise Incorrect(f"{answer} is odd.")
+    >>> q = Even("Even", "Give an even number.", hints=["2 works"], solution="2")
+    >>> q.check(3)
+    Even: not quite. 3 is odd.
+    """
+
+    def __init__(self, title: str, prompt: str, *, hints: Sequence[str] = (),
+                 solution: str = "", var: str | None = None,
+                 correct_example: Any = _NOTHING, wrong_examples: Iterable[Any] = ()):
+        self.title = title
+        self.prompt = prompt
+        self.hints = list(hints)
+        self._solution = solution
+        self.var = var
+        self.correct_example = correct_example
+        self.wrong_examples = list(wrong_examples)
+
+    # -- what a learner calls -------------------------------------------------
+    def check(self, answer: Any = _NOTHING, **context: Any) -> None:
+        """Check ``answer`` and print what is right or wrong (never raises)."""
+        print(self._evaluate(answer, context, caller_depth=2))
+
+    def evaluate(self, answer: Any = _NOTHING, **context: Any) -> Result:
+        """Like :meth:`check` but return the :class:`Result` instead of printing it."""
+        return self._evaluate(answer, context, caller_depth=2)
+
+    def hint(self, level: int = 1) -> None:
+        """Print hint number ``level`` (1 = gentlest)."""
+        if not self.hints:
+            print(f"{self.title}: no hints for this one; try solution().")
+            return
+        level = max(1, int(level))
+        text = self.hints[min(level, len(self.hints)) - 1]
+        more = (f" (hint({level + 1}) says more)" if level < len(self.hints)
+                else " (that was the last hint; solution() shows the answer)")
+        print(f"{self.title}, hint {min(level, len(self.hints))} of {len(self.hints)}{more}:\n{text}")
+
+    def solution(self) -> None:
+        """Print the worked solution."""
+        print(f"{self.title}, solution:\n{self._solution}")
+
+    def question(self) -> None:
+        """Print the question."""
+        print(self)
+
+    def __repr__(self) -> str:
+        return f"{self.title}\n{self.prompt}"
+
+    # -- for subclasses ---------------------------------------------------------
+    def _check(self, answer: Any, **context: Any) -> str | None:
+        raise NotImplementedError("an Exercise subclass implements _check(answer, **context)")
+
+    def _evaluate(self, answer: Any, context: dict, caller_depth: int) -> Result:
+        if answer is _NOTHING and self.var is not None:
+            answer = sys._getframe(caller_depth).f_globals.get(self.var, _NOTHING)
+        how = f"q.check({self.var or 'answer'})"
+        blank = Result("not attempted", f"{self.title}: not attempted yet. "
+                       f"Replace ____ with your answer, then run {how}.")
+        if _is_blank(answer):
+            return blank
+        try:
+            remark = self._check(answer, **context)
+        except NotAttempted:
+            return blank
+        except Incorrect as wrong:
+            return Result("incorrect", f"{self.title}: not quite. {wrong}")
+        except Exception as err:  # the learner's code raised while being checked
+            return Result("incorrect", f"{self.title}: not quite. Checking your answer raised "
+                          f"{type(err).__name__}: {err}")
+        return Result("correct", f"{self.title}: correct!" + (f" {remark}" if remark else ""))
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    return repr(x)
+
+
+class ValueExercise(Exercise):
+    """A number (or array) compared with ``expected`` within a relative tolerance.
+
+    Parameters
+    ----------
+    expected
+        The right value, or a function of the exercise's ``given`` numbers
+        (``expected(**given)``), so a question can use the learner's own
+        measurement (see :meth:`given_values`).
+    rtol, atol
+        Accepted error: ``|answer - expected| <= atol + rtol * |expected|``.
+    unit
+        Shown after numbers in feedback, e.g. "GB/s".
+    mistakes
+        ``[(value_or_function, message), ...]``: answers that match a known
+        mistake get that message instead of the generic one.
+    given
+        Numbers the question is about, passed to callable ``expected`` and
+        ``mistakes`` entries.
+
+    Example
+    -------
+    >>> q = ValueExercise("busbw", "busbw of 1 GB all_reduce on 4 ranks in 1 s?",
+    ...                   expected=lambda nbytes, n, t: nbytes / t / 1e9 * 2 * (n - 1) / n,
+    ...                   given=dict(nbytes=1e9, n=4, t=1.0), unit="GB/s",
+    ...                   mistakes=[(lambda nbytes, n, t: nbytes / t / 1e9,
+    ...                              "That is algbw; multiply by 2(n-1)/n.")])
+    >>> q.check(1.0)
+    busbw: not quite. That is algbw; multiply by 2(n-1)/n.
+    """
+
+    def __init__(self, title: str, prompt: str, *, expected: Any, rtol: float = 1e-2,
+                 atol: float = 0.0, unit: str = "", mistakes: Sequence[tuple[Any, str]] = (),
+                 given: dict | None = None, **kwargs: Any):
+        super().__init__(title, prompt, **kwargs)
+        self.expected = expected
+        self.rtol, self.atol, self.unit = rtol, atol, unit
+        self.mistakes = list(mistakes)
+        self.given = dict(given or {})
+
+    def given_values(self, **given: Any) -> "ValueExercise":
+        """Set the numbers the question is about (e.g. a measured time); returns self."""
+        self.given.update(given)
+        return self
+
+    def expected_value(self) -> Any:
+        """The right answer for the current ``given`` numbers."""
+        return self._value(self.expected)
+
+    def _value(self, v: Any) -> Any:
+        return v(**self.given) if callable(v) else v
+
+    def _close(self, a: Any, b: Any) -> bool:
+        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        return a.shape == b.shape and bool(np.allclose(a, b, rtol=self.rtol, atol=self.atol))
+
+    def _check(self, answer: Any, **context: Any) -> str | None:
+        try:
+            np.asarray(answer, dtype=float)
+        except (TypeError, ValueError):
+            raise Incorrect(f"expected a number, got {type(answer).__name__} {_fmt(answer)}.")
+        want = self.expected_value()
+        if self._close(answer, want):
+            return None
+        for value, message in self.mistakes:
+            if self._close(answer, self._value(value)):
+                raise Incorrect(message)
+        unit = f" {self.unit}" if self.unit else ""
+        if np.ndim(want) == 0 and np.ndim(answer) == 0 and float(want) != 0 and float(answer) != 0:
+            ratio = float(answer) / float(want)
+            off = f"{ratio:.3g}x the right value" if ratio > 0 else "the wrong sign"
+            hint = " (check the units)" if _power_of_ten(ratio) else ""
+            raise Incorrect(f"you gave {_fmt(float(answer))}{unit}, which is {off}{hint}.")
+        raise Incorrect(f"you gave {_fmt(answer)}{unit}; that is not within "
+                        f"{self.rtol:.0%} of the right value.")
+
+
+def _power_of_ten(ratio: float) -> bool:
+    exponent = math.log10(abs(ratio))
+    return abs(exponent) >= 2.5 and abs(exponent - round(exponent)) < 0.05
+
+
+class FunctionExercise(Exercise):
+    """The learner's function, run on test cases and compared with a reference.
+
+    Parameters
+    ----------
+    reference
+        The correct function.
+    cases
+        Argument tuples (or ``(args, kwargs)`` pairs) to call both functions with.
+    compare
+        ``compare(got, want)`` -> True when equal enough; default: exact equality
+        for plain values, ``numpy.allclose`` for arrays and tensors.
+    describe
+        ``describe(args, kwargs)`` -> text naming a case in feedback.
+
+    Example
+    -------
+    >>> q = FunctionExercise("Ring steps", "Steps of a ring all_reduce on n ranks?",
+    ...                      reference=lambda n: 2 * (n - 1), cases=[(2,), (4,), (8,)])
+    >>> q.check(lambda n: n - 1)
+    Ring steps: not quite. For input 2 you return 1, expected 2.
+    """
+
+    def __init__(self, title: str, prompt: str, *, reference: Callable, cases: Sequence[Any],
+                 compare: Callable[[Any, Any], bool] | None = None,
+                 describe: Callable[[tuple, dict], str] | None = None, **kwargs: Any):
+        kwargs.setdefault("correct_example", reference)
+        super().__init__(title, prompt, **kwargs)
+        self.reference = reference
+        self.cases = [c if (len(c) == 2 and isinstance(c[1], dict)) else (tuple(c), {})
+                      for c in cases]
+        self.compare = compare or _equal
+        self.describe = describe or _describe_case
+
+    def _check(self, answer: Any, **context: Any) -> str | None:
+        if not callable(answer):
+            raise Incorrect(f"expected a function, got {type(answer).__name__}.")
+        for args, kwargs in self.cases:
+            try:
+                got = answer(*args, **kwargs)
+            except NotImplementedError:
+                raise NotAttempted()
+            except Exception as err:
+                raise Incorrect(f"For {self.describe(args, kwargs)} your function raised "
+                                f"{type(err).__name__}: {err}")
+            if _is_blank(got):
+                raise NotAttempted()
+            want = self.reference(*args, **kwargs)
+            if not self.compare(got, want):
+                raise Incorrect(f"For {self.describe(args, kwargs)} you return {_fmt(got)}, "
+                                f"expected {_fmt(want)}.")
+        return f"({len(self.cases)} cases passed)" if len(self.cases) > 1 else None
+
+
+def _describe_case(args: tuple, kwargs: dict) -> str:
+    parts = [_fmt(a) for a in args] + [f"{k}={_fmt(v)}" for k, v in kwargs.items()]
+    return "input " + ", ".join(parts)
+
+
+def _equal(got: Any, want: Any) -> bool:
+    if hasattr(want, "shape") or hasattr(got, "shape"):
+        try:
+            g, w = np.asarray(got, dtype=float), np.asarray(want, dtype=float)
+        except (TypeError, ValueError):
+            return False
+        return g.shape == w.shape and bool(np.allclose(g, w))
+    if isinstance(want, float) or isinstance(got, float):
+        try:
+            return math.isclose(float(got), float(want), rel_tol=1e-9, abs_tol=1e-12)
+        except (TypeError, ValueError):
+            return False
+    return got == want
+
+
+class CustomExercise(Exercise):
+    """An exercise whose check is any function.
+
+    Parameters
+    ----------
+    checker
+        ``checker(answer, **context)``: return ``None`` or a remark when right,
+        raise :class:`Incorrect` saying what is wrong, or :class:`NotAttempted`.
+
+    Example
+    -------
+    >>> def sorted_ranks(answer):
+    ...     if list(answer) != sorted(answer):
+    ...         raise Incorrect("the ranks are not in order.")
+    >>> q = CustomExercise("Order", "List ranks 0..3 in order.", checker=sorted_ranks)
+    >>> q.check([0, 2, 1, 3])
+    Order: not quite. the ranks are not in order.
+    """
+
+    def __init__(self, title: str, prompt: str, *, checker: Callable[..., str | None],
+                 **kwargs: Any):
+        super().__init__(title, prompt, **kwargs)
+        self.checker = checker
+
+    def _check(self, answer: Any, **context: Any) -> str | None:
+        return self.checker(answer, **context)

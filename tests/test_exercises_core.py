@@ -1,0 +1,104 @@
+"""The exercise framework: statuses, feedback, hints, placeholders."""
+import numpy as np
+import pytest
+
+from labcore.exercises import (
+    ____, CustomExercise, Exercise, FunctionExercise, Incorrect, NotAttempted, ValueExercise,
+)
+
+
+def busbw_question():
+    return ValueExercise(
+        "busbw", "busbw?", expected=lambda nbytes, n, t: nbytes / t / 1e9 * 2 * (n - 1) / n,
+        given=dict(nbytes=4e9, n=4, t=2.0), unit="GB/s",
+        mistakes=[(lambda nbytes, n, t: nbytes / t / 1e9, "That is algbw.")],
+        hints=["first", "second"], solution="the answer")
+
+
+def test_untouched_exercise_says_not_attempted_and_does_not_raise(capsys):
+    q = busbw_question()
+    for blank in (____, ...):
+        q.check(blank)
+        assert "not attempted yet" in capsys.readouterr().out
+    assert q.evaluate().status == "not attempted"
+
+
+def test_value_exercise_right_wrong_and_known_mistake():
+    q = busbw_question()
+    assert q.expected_value() == pytest.approx(3.0)
+    assert q.evaluate(3.0).status == "correct"
+    assert q.evaluate(3.01).status == "correct"          # within the 1% tolerance
+    mistake = q.evaluate(2.0)
+    assert mistake.status == "incorrect" and "algbw" in mistake.message
+    off = q.evaluate(6.0)
+    assert off.status == "incorrect" and "2x the right value" in off.message
+    units = q.evaluate(3000.0)
+    assert "units" in units.message
+    assert "expected a number" in q.evaluate("three").message
+
+
+def test_value_exercise_uses_given_values():
+    q = busbw_question().given_values(t=4.0)
+    assert q.evaluate(1.5) and not q.evaluate(3.0)
+
+
+def test_value_exercise_arrays():
+    q = ValueExercise("arr", "?", expected=np.arange(3.0))
+    assert q.evaluate([0, 1, 2]) and not q.evaluate([0, 1, 3]) and not q.evaluate([0, 1])
+
+
+def test_function_exercise_names_the_failing_case():
+    q = FunctionExercise("steps", "?", reference=lambda n: 2 * (n - 1), cases=[(2,), (4,)])
+    assert q.evaluate(lambda n: 2 * n - 2).status == "correct"
+    wrong = q.evaluate(lambda n: 2 if n == 2 else 0)
+    assert wrong.status == "incorrect" and "input 4" in wrong.message and "expected 6" in wrong.message
+
+    def starter(n):
+        raise NotImplementedError
+
+    assert q.evaluate(starter).status == "not attempted"
+    assert q.evaluate(lambda n: ____).status == "not attempted"
+    crash = q.evaluate(lambda n: 1 / 0)
+    assert crash.status == "incorrect" and "ZeroDivisionError" in crash.message
+    assert "expected a function" in q.evaluate(3).message
+
+
+def test_custom_exercise_messages():
+    def checker(answer, *, limit=10):
+        if answer == "skip":
+            raise NotAttempted()
+        if answer > limit:
+            raise Incorrect(f"{answer} is above {limit}.")
+        return "Well done."
+
+    q = CustomExercise("small", "?", checker=checker)
+    assert q.evaluate(3).message == "small: correct! Well done."
+    assert "above 10" in q.evaluate(11).message
+    assert q.evaluate(11, limit=20)
+    assert q.evaluate("skip").status == "not attempted"
+
+
+def test_check_prints_and_reads_a_named_variable(capsys):
+    q = ValueExercise("named", "?", expected=7, var="my_answer")
+    q.check()
+    assert "not attempted" in capsys.readouterr().out
+    globals()["my_answer"] = 7
+    try:
+        q.check()
+        assert "correct!" in capsys.readouterr().out
+    finally:
+        del globals()["my_answer"]
+
+
+def test_hints_and_solution(capsys):
+    q = busbw_question()
+    q.hint()
+    out = capsys.readouterr().out
+    assert "hint 1 of 2" in out and "first" in out
+    q.hint(5)
+    out = capsys.readouterr().out
+    assert "second" in out and "last hint" in out
+    q.solution()
+    assert "the answer" in capsys.readouterr().out
+    Exercise("bare", "?").hint()
+    assert "no hints" in capsys.readouterr().out
