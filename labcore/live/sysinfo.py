@@ -1,0 +1,84 @@
+"""What this machine offers the lab: GPUs, the backend a cluster will use, and why."""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+
+
+def gpu_count() -> int:
+    """GPUs torch can see, counted without creating a CUDA context in this process.
+
+    torch.cuda.device_count() asks NVML first, so the notebook's kernel stays
+    free of CUDA state (workers are never forked from it, but it keeps the
+    kernel light and lets it run on machines whose driver is broken).
+    """
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def has_gpus(n: int = 1) -> bool:
+    """True when torch sees at least ``n`` GPUs and NCCL is available.
+
+    Notebooks gate GPU-only cells on it::
+
+        if lc.has_gpus(4):
+            ...  # NCCL on 4 GPUs
+    """
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_nccl_available() and gpu_count() >= n
+
+
+def choose_backend(world_size: int, backend: str = "auto") -> str:
+    """Resolve ``backend`` for ``world_size`` ranks; raise a clear error when NCCL cannot run."""
+    if backend not in {"auto", "gloo", "nccl"}:
+        raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', not {backend!r}")
+    if backend == "gloo":
+        return backend
+    if has_gpus(world_size):
+        return "nccl"
+    if backend == "auto":
+        return "gloo"
+    import torch.distributed as dist
+
+    if not dist.is_nccl_available():
+        why = "this torch build has no NCCL (a CPU-only wheel?)"
+    else:
+        why = f"torch sees {gpu_count()} GPU(s)"
+    raise ValueError(
+        f"backend='nccl' needs one GPU per rank: {world_size} ranks asked, but {why}. "
+        f"Use backend='gloo' (CPU) or backend='auto', or ask for at most {gpu_count()} ranks."
+    )
+
+
+def gpu_names() -> list[str]:
+    """GPU model names from nvidia-smi (empty without it): asking torch would create a CUDA context."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def machine_summary() -> dict:
+    """A short description of this machine for the welcome notebook."""
+    import torch
+    import torch.distributed as dist
+
+    n = gpu_count()
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu_cores": os.cpu_count(),
+        "gpus": n,
+        "gpu_names": gpu_names(),
+        "nccl_available": dist.is_nccl_available(),
+        "gloo_available": dist.is_gloo_available(),
+        "backend_for_4_ranks": choose_backend(4),
+    }
