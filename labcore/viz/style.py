@@ -1,0 +1,44 @@
+"""Shared look of the lab's figures: chunk colours, byte-size axes."""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import plotly.colors as pc
+
+# Qualitative palette, one colour per chunk; cycled when there are more chunks.
+CHUNK_COLORS = pc.qualitative.Plotly + pc.qualitative.D3[2:] + pc.qualitative.Set2
+# Buffer cells go from light (one contribution) to dark (all contributions).
+FILL_SCALE = "Blues"
+TEMPLATE = "plotly_white"
+
+
+def chunk_color(chunk: int) -> str:
+    """Colour of chunk ``chunk`` in every figure of the lab."""
+    return CHUNK_COLORS[chunk % len(CHUNK_COLORS)]
+
+
+def format_bytes(n: float) -> str:
+    """``1536`` -> ``"1.5 KiB"``; binary prefixes like nccl-tests' sizes.
+
+    >>> format_bytes(8), format_bytes(64 << 20)
+    ('8 B', '64 MiB')
+    """
+    units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    k = 0
+    while abs(n) >= 1024 and k < len(units) - 1:
+        n /= 1024
+        k += 1
+    return f"{n:.3g} {units[k]}"
+
+
+def byte_ticks(sizes: Iterable[float]) -> dict:
+    """Axis settings for a log byte axis with readable ticks (powers of 4 or coarser)."""
+    sizes = [s for s in sizes if s and s > 0]
+    if not sizes:
+        return {"type": "log"}
+    lo, hi = math.floor(math.log2(min(sizes))), math.ceil(math.log2(max(sizes)))
+    step = max(2, 2 * math.ceil((hi - lo) / 16))
+    vals = [2.0 ** e for e in range(lo - lo % 2, hi + 1, step)]
+    return {"type": "log", "tickvals": vals, "ticktext": [format_bytes(v) for v in vals],
+            "title": "size (bytes)"}
