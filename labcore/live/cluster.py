@@ -172,6 +172,11 @@ class Cluster:
 
     def __init__(self, world_size: int, backend: str = "auto", timeout: float = 60.0,
                  env: dict | None = None, start_method: str = "forkserver", show_output: bool = True):
+        if getattr(mp.current_process(), "_inheriting", False):
+            raise RuntimeError(
+                "a rank process is importing your script's main module and reached lc.Cluster(...): "
+                "in a script, create the cluster under `if __name__ == \"__main__\":` "
+                "(ranks start with forkserver/spawn, which import the main module).")
         if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
             raise ValueError(f"world_size must be a positive int (the number of ranks), not {world_size!r}")
         if not isinstance(timeout, (int, float)) or timeout <= 0:
@@ -212,7 +217,7 @@ class Cluster:
         self._group = None
 
     def _ensure_running(self) -> None:
-        if self._group is None and self._fault is None:
+        if self.closed:
             raise ClusterError("this cluster is closed; create a new lc.Cluster(...)")
         dead = [r for r, p in enumerate(self._group.procs) if not p.is_alive()] if self._group else []
         if dead:
@@ -237,12 +242,17 @@ class Cluster:
         self.close()
 
     @property
+    def closed(self) -> bool:
+        """True after :meth:`close` (a faulted cluster is not closed: it restarts on the next call)."""
+        return self._group is None and self._fault is None
+
+    @property
     def pids(self) -> list[int]:
         """Process ids of the current ranks (for inspection and tests)."""
         return [p.pid for p in self._group.procs] if self._group else []
 
     def __repr__(self) -> str:
-        state = "closed" if self._group is None and self._fault is None else (
+        state = "closed" if self.closed else (
             f"restarting: {self._fault}" if self._group is None else "running")
         return f"Cluster(world_size={self.world_size}, backend={self.backend!r}, {state})"
 

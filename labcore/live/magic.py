@@ -1,0 +1,94 @@
+"""``%%ranks N``: run a notebook cell on every rank of a cached cluster.
+
+Each rank keeps its own namespace between ``%%ranks`` cells (as ipyparallel's
+engines do), with ``torch``, ``dist``, ``rank``, ``world_size`` and ``device``
+predefined. ``--out NAME`` copies NAME from every rank back into the notebook as
+a list in rank order.
+
+    %load_ext labcore
+
+    %%ranks 4
+    t = torch.tensor([rank + 1.0])
+    dist.all_reduce(t)
+    print(t.item())
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from labcore.live.cluster import Cluster
+
+_clusters: dict[tuple[int, str], Cluster] = {}
+
+
+def get_cluster(world_size: int, backend: str = "auto", timeout: float = 60.0) -> Cluster:
+    """The cluster ``%%ranks`` uses for this size and backend, started on first use."""
+    key = (world_size, backend)
+    cluster = _clusters.get(key)
+    if cluster is None or cluster.closed:
+        cluster = _clusters[key] = Cluster(world_size, backend=backend, timeout=timeout)
+    cluster.timeout = timeout
+    return cluster
+
+
+def close_all() -> None:
+    """Stop every cluster the magic started (``%ranks_close`` calls this)."""
+    while _clusters:
+        _clusters.popitem()[1].close()
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="%%ranks", add_help=False,
+                                description="Run this cell on every rank.")
+    p.add_argument("world_size", type=int, help="number of ranks")
+    p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds before a hang report")
+    p.add_argument("--out", action="append", default=[], metavar="NAME",
+                   help="copy NAME from every rank into the notebook (a list in rank order)")
+    return p
+
+
+class _UsageError(ValueError):
+    pass
+
+
+def parse_line(line: str) -> argparse.Namespace:
+    """Parse the ``%%ranks`` line; a mistake raises an error that shows the usage."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(shlex.split(line))
+    except SystemExit:
+        raise _UsageError(f"could not read '%%ranks {line}'.\n{parser.format_usage()}"
+                          "example: %%ranks 4 --out result") from None
+    if args.world_size < 1:
+        raise _UsageError(f"%%ranks needs at least 1 rank, got {args.world_size}")
+    return args
+
+
+def ranks(line: str, cell: str, user_ns: dict | None = None) -> None:
+    """The body of the ``%%ranks`` cell magic."""
+    args = parse_line(line)
+    cluster = get_cluster(args.world_size, args.backend, args.timeout)
+    values = cluster.exec(cell)
+    for rank, value in enumerate(values):
+        if value is not None:
+            print(f"Out[rank {rank}]: {value}")
+    for name in args.out:
+        pulled = cluster.pull(name)
+        if user_ns is not None:
+            user_ns[name] = pulled
+    sys.stdout.flush()
+
+
+def register(ipython) -> None:
+    """Register ``%%ranks`` and ``%ranks_close`` with an IPython shell."""
+    def ranks_magic(line, cell):
+        ranks(line, cell, ipython.user_ns)
+
+    def ranks_close(line=""):
+        close_all()
+
+    ipython.register_magic_function(ranks_magic, magic_kind="cell", magic_name="ranks")
+    ipython.register_magic_function(ranks_close, magic_kind="line", magic_name="ranks_close")
