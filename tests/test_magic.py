@@ -1,0 +1,52 @@
+"""The %%ranks cell magic in a real IPython shell."""
+import pytest
+from IPython.testing.globalipapp import start_ipython
+
+from labcore.live import magic
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "labcore")
+    yield shell
+    magic.close_all()
+
+
+def test_cells_share_a_namespace_per_rank_and_pull_back(ip, capsys):
+    ip.run_cell_magic("ranks", "2 --backend gloo", "x = torch.tensor([rank + 1.0])\n")
+    ip.run_cell_magic("ranks", "2 --backend gloo --out x",
+                      "dist.all_reduce(x)\nprint('sum', x.item())\nx.item() * 10\n")
+    out = capsys.readouterr().out
+    assert "[rank 0] sum 3.0" in out and "[rank 1] sum 3.0" in out
+    assert "Out[rank 1]: 30.0" in out
+    assert [t.item() for t in ip.user_ns["x"]] == [3.0, 3.0]
+
+
+def test_each_rank_knows_its_place(ip):
+    cluster = magic.get_cluster(2, "gloo")
+    cluster.exec("me = (rank, world_size, str(device))")
+    assert cluster.pull("me") == [(0, 2, "cpu"), (1, 2, "cpu")]
+    cluster.push(n=5)
+    assert cluster.exec("n * 2") == ["10", "10"]
+
+
+def test_bad_line_shows_usage():
+    with pytest.raises(ValueError, match="usage"):
+        magic.parse_line("four")
+    with pytest.raises(ValueError, match="at least 1 rank"):
+        magic.parse_line("0")
+
+
+def test_error_in_a_cell_names_the_rank(ip):
+    from labcore.live import RankError
+
+    with pytest.raises(RankError, match="rank 1 raised ZeroDivisionError"):
+        magic.ranks("2 --backend gloo", "1 / (1 - rank)")
+
+
+def test_pull_of_unknown_name_is_clear(ip):
+    from labcore.live import RankError
+
+    with pytest.raises(RankError, match="name 'nope' is not defined on rank 0"):
+        magic.get_cluster(2, "gloo").pull("nope")
