@@ -1,0 +1,216 @@
+"""The per-rank half of the benchmark: time and check one collective at one size.
+
+:func:`measure` runs on every rank, inside ``Cluster.run`` or under torchrun,
+and is the only code that touches buffers. It follows nccl-tests' harness
+(NT-S ``src/common.cu``):
+
+1. allocate the buffers for one size (out-of-place: send and recv; in-place: one
+   buffer), fill the input with verifiable values;
+2. ``warmup`` untimed calls, a barrier, then ``iters`` timed calls. The clock is
+   a pair of CUDA events on the current stream with NCCL, ``time.perf_counter``
+   with gloo (gloo calls return once the data has arrived);
+3. the per-call time is the **mean over ranks** of each rank's loop time /
+   ``iters`` (nccl-tests' default ``-a 1``);
+4. with ``check`` on, re-fill the inputs, run once more and compare every output
+   element against its exact value; #wrong is summed over ranks.
+
+Every rank gets the same numbers back, and every rank runs exactly
+``warmup + iters (+1)`` calls, so no rank can wait on a collective the others skip.
+
+Example
+-------
+Under torchrun, after ``dist.init_process_group``::
+
+    rows = measure(dict(op="all_reduce", nbytes=1 << 20, dtype="float"))
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+from labcore.live.bench import ops as _ops
+from labcore.live.bench.units import dtype_of
+from labcore.live.bench.verify import CHECK_BLOCK, count_wrong, inputs
+
+PLACEMENTS = ("out-of-place", "in-place")
+
+DEFAULTS = dict(dtype="float", redop="sum", root=0, warmup=5, iters=20,
+                placements=PLACEMENTS, check=True, corrupt=0)
+
+
+def _device() -> torch.device:
+    if dist.get_backend() == "nccl":
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", torch.cuda.current_device())))
+        torch.cuda.set_device(dev)
+        return dev
+    return torch.device("cpu")
+
+
+def _buffers(op, placement, send_n, recv_n, ctx, dev):
+    """(send, recv, scratch): in place, send and recv are views of one buffer laid out as
+    nccl-tests does, and ``scratch`` is the aside copy used by emulated in-place runs."""
+    if placement == "out-of-place":
+        return (torch.empty(send_n, dtype=ctx.dtype, device=dev),
+                torch.empty(recv_n, dtype=ctx.dtype, device=dev), None)
+    buf = torch.empty(max(send_n, recv_n), dtype=ctx.dtype, device=dev)
+    mine = slice(ctx.rank * ctx.count, (ctx.rank + 1) * ctx.count)
+    if op.inplace == "send_in_recv":
+        return buf[mine], buf, None
+    if op.inplace == "recv_in_send":
+        return buf, buf[mine], None
+    return buf, buf, (torch.empty_like(buf) if op.inplace == "scratch" else None)
+
+
+def _fill(send, op, ctx):
+    k = torch.arange(send.numel(), device=send.device)
+    send.copy_(inputs(ctx.rank, k, op.fill_redop(ctx.redop), ctx.nranks, ctx.dtype))
+
+
+def _caller(op, placement, send, recv, scratch, ctx):
+    """The call to time, with the copy of an emulated placement inside it (it is part of the cost)."""
+    if scratch is not None:
+        def call():
+            scratch.copy_(send)
+            op.run(scratch, recv, ctx)
+    elif op.copies and placement == "out-of-place":
+        copy_here = op.name != "broadcast" or ctx.rank == ctx.root
+
+        def call():
+            if copy_here:
+                recv.copy_(send)
+            op.run(recv, recv, ctx)
+    else:
+        def call():
+            op.run(send, recv, ctx)
+    return call
+
+
+def _note(op, placement) -> str:
+    if op.copies and placement == "out-of-place":
+        return "emulated: copy into the output, then the in-place call"
+    if op.inplace == "scratch" and placement == "in-place":
+        return "emulated: copy the buffer aside, then the out-of-place call"
+    return ""
+
+
+def _sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def _timed_loop(call, iters, dev) -> float:
+    """Seconds per call on this rank."""
+    if dev.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            call()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / iters
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        call()
+    return (time.perf_counter() - t0) / iters
+
+
+def _check(op, recv, ctx, corrupt) -> int:
+    """Wrong elements in this rank's output, compared block by block to bound scratch memory."""
+    if not op.checked_on(ctx):
+        return 0
+    if corrupt:
+        # A deliberate fault, to see the check catch it: damage the first elements of the result.
+        recv[:corrupt] += 1
+    wrong = 0
+    for start in range(0, recv.numel(), CHECK_BLOCK):
+        k = torch.arange(start, min(start + CHECK_BLOCK, recv.numel()), device=recv.device)
+        wrong += count_wrong(recv[start:start + k.numel()], op.expect(ctx, k), ctx.redop)
+    return wrong
+
+
+def _mean_over_ranks(value: float, dev) -> float:
+    t = torch.tensor([value], dtype=torch.float64, device=dev)
+    dist.all_reduce(t)
+    return t.item() / dist.get_world_size()
+
+
+def _sum_over_ranks(value: int, dev) -> int:
+    t = torch.tensor([value], dtype=torch.int64, device=dev)
+    dist.all_reduce(t)
+    return int(t.item())
+
+
+def _measure_barrier(spec, dev) -> list[dict]:
+    for _ in range(spec["warmup"]):
+        dist.barrier()
+    dist.barrier()
+    seconds = _mean_over_ranks(_timed_loop(dist.barrier, spec["iters"], dev), dev)
+    return [dict(op="barrier", size=0, count=0, type="none", redop="none", root=-1,
+                 ranks=dist.get_world_size(), backend=str(dist.get_backend()), placement="in-place", time_us=seconds * 1e6, algbw=0.0, busbw=0.0, wrong=-1,
+                 note="barrier: latency only, no data")]
+
+
+def measure(spec: dict) -> list[dict]:
+    """Time (and check) one collective at one size on this rank; the same rows on every rank.
+
+    Parameters
+    ----------
+    spec : dict with ``op`` and ``nbytes`` (requested bytes of the larger per-rank buffer),
+        and optionally ``dtype`` ("float"), ``redop`` ("sum"), ``root`` (0), ``warmup`` (5),
+        ``iters`` (20), ``placements`` (both), ``check`` (True), ``corrupt`` (0: number of
+        output elements to damage on purpose before the check, to see #wrong catch it).
+
+    Returns
+    -------
+    list of dict, one per placement, with the columns of :func:`labcore.bench.sweep`;
+    an empty list when ``nbytes`` is too small to give every rank one element.
+    """
+    spec = {**DEFAULTS, **spec}
+    dev = _device()
+    name = _ops.canonical(spec["op"])
+    if name == _ops.BARRIER:
+        return _measure_barrier(spec, dev)
+    op = _ops.OPS[name]
+    type_name, dtype = dtype_of(spec["dtype"])
+    n, rank = dist.get_world_size(), dist.get_rank()
+    if name == "sendrecv" and n < 2:
+        raise ValueError("sendrecv needs at least 2 ranks: start the cluster with world_size >= 2")
+    if op.kind == "reduce" and spec["redop"] not in _ops.REDOPS:
+        raise ValueError(f"unknown reduction {spec['redop']!r}; use one of {', '.join(_ops.REDOPS)}")
+    if (op.kind == "reduce" and spec["redop"] == "avg" and not dtype.is_floating_point
+            and dist.get_backend() == "gloo"):
+        raise ValueError(f"gloo cannot average {type_name} tensors: use a float type "
+                         "(-d float) or another reduction (-o sum)")
+    total = spec["nbytes"] // dtype.itemsize
+    count, send_n, recv_n = op.layout(total, n)
+    if count == 0:
+        return []
+    ctx = _ops.Ctx(rank, n, spec["root"] if op.rooted else -1,
+                   spec["redop"] if op.kind == "reduce" else "none", dtype, count)
+    size = max(send_n, recv_n) * dtype.itemsize
+    rows = []
+    for placement in spec["placements"]:
+        send, recv, scratch = _buffers(op, placement, send_n, recv_n, ctx, dev)
+        _fill(send, op, ctx)
+        call = _caller(op, placement, send, recv, scratch, ctx)
+        for _ in range(spec["warmup"]):
+            call()
+        dist.barrier()
+        seconds = _mean_over_ranks(_timed_loop(call, spec["iters"], dev), dev)
+        wrong = -1
+        if spec["check"]:
+            _fill(send, op, ctx)
+            call()
+            _sync(dev)
+            wrong = _sum_over_ranks(_check(op, recv, ctx, spec["corrupt"]), dev)
+        del send, recv, scratch, call  # free before the next placement allocates
+        algbw = size / seconds / 1e9
+        rows.append(dict(op=name, size=size, count=count, type=type_name, redop=ctx.redop,
+                         root=ctx.root, ranks=n, backend=str(dist.get_backend()),
+                         placement=placement, time_us=seconds * 1e6, algbw=algbw,
+                         busbw=algbw * op.busbw_factor(n), wrong=wrong,
+                         note=_note(op, placement)))
+    return rows

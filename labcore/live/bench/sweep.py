@@ -1,0 +1,171 @@
+"""``sweep``: nccl-tests' size sweep of one collective, from a notebook cell.
+
+The notebook side plans the sweep (sizes, memory), then asks the ranks to run
+:func:`labcore.live.bench.harness.measure` once per size, so a progress bar
+moves as sizes finish and every size's buffers are freed before the next one.
+
+Example
+-------
+>>> import labcore as lc
+>>> with lc.Cluster(2, backend="gloo") as cl:                      # doctest: +SKIP
+...     df = lc.bench.sweep(cl, "all_reduce", max_bytes=1 << 20, factor=4)
+>>> df[["size", "placement", "time_us", "busbw", "wrong"]]         # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import pandas as pd
+
+from labcore.live.bench import memory
+from labcore.live.bench import ops as _ops
+from labcore.live.bench.harness import PLACEMENTS, measure
+from labcore.live.bench.units import dtype_of, parse_size, size_steps
+
+COLUMNS = ["op", "size", "count", "type", "redop", "root", "ranks", "backend", "placement",
+           "time_us", "algbw", "busbw", "wrong", "note"]
+
+# Largest size of a default sweep (nccl-tests' default -e is 32M); smaller if memory is short.
+DEFAULT_MAX_BYTES = 32 << 20
+
+
+def _free_memory():
+    return memory.free_bytes_here()
+
+
+def _budget(cl) -> tuple[int, str]:
+    """Bytes each rank may use, asked of the ranks themselves (the notebook never touches CUDA)."""
+    kinds = cl.call(_free_memory, timeout=60)
+    kind = kinds[0][0]
+    free = min(f for _, f in kinds)
+    where = "GPU memory" if kind == "cuda" else f"host RAM shared by {cl.world_size} ranks"
+    return memory.per_rank_budget(kind, free, cl.world_size), where
+
+
+def plan_sizes(op: str, nranks: int, itemsize: int, budget: int, min_bytes=8, max_bytes=None,
+               factor=2, step=None, check=True, where="host RAM") -> list[int]:
+    """The sizes to measure: all of them, or an error naming the fix when an asked-for size cannot fit.
+
+    With ``max_bytes=None`` the sweep goes up to 32 MiB, stopping early at the
+    largest size that fits ``budget`` bytes per rank.
+    """
+    if _ops.canonical(op) == _ops.BARRIER:
+        return [0]
+    lo = parse_size(min_bytes)
+    if max_bytes is None:
+        sizes = size_steps(lo, max(lo, DEFAULT_MAX_BYTES), factor, step)
+        fitting = memory.largest_fitting(op, sizes, nranks, itemsize, budget, check)
+        if not fitting:
+            memory.require_fit(op, sizes[0], nranks, itemsize, budget, check, where)
+        return fitting
+    sizes = size_steps(lo, parse_size(max_bytes), factor, step)
+    memory.require_fit(op, max(sizes), nranks, itemsize, budget, check, where)
+    return sizes
+
+
+def _validate(op, cl, dtype, redop, root, warmup, iters, placements):
+    name = _ops.canonical(op)
+    type_name, torch_dtype = dtype_of(dtype)
+    if name in _ops.OPS and _ops.OPS[name].kind == "reduce" and redop not in _ops.REDOPS:
+        raise ValueError(f"unknown reduction {redop!r}; use one of {', '.join(_ops.REDOPS)}")
+    if not 0 <= root < cl.world_size:
+        raise ValueError(f"root must be a rank between 0 and {cl.world_size - 1}, not {root}")
+    if warmup < 0 or iters < 1:
+        raise ValueError(f"need warmup >= 0 and iters >= 1, got warmup={warmup}, iters={iters}")
+    bad = [p for p in placements if p not in PLACEMENTS]
+    if bad or not placements:
+        raise ValueError(f"placements must be a non-empty subset of {PLACEMENTS}, got {placements}")
+    if name == "sendrecv" and cl.world_size < 2:
+        raise ValueError("sendrecv needs at least 2 ranks: use a cluster with world_size >= 2")
+    return name, torch_dtype
+
+
+def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, factor: float = 2,
+          step=None, dtype="float", redop: str = "sum", root: int = 0, warmup: int = 5,
+          iters: int = 20, placements=PLACEMENTS, check: bool = True, env: dict | None = None,
+          progress: bool = True, timeout: float | None = None, corrupt: int = 0) -> pd.DataFrame:
+    """Measure ``op`` over a range of sizes the way nccl-tests does.
+
+    Parameters
+    ----------
+    cluster : labcore.Cluster or int
+        The ranks to use; an int starts a cluster of that many ranks for this sweep.
+    op : str
+        all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, gather,
+        scatter, sendrecv (ring neighbours) or barrier (latency only).
+    min_bytes, max_bytes : int or str
+        First and last size (``8``, ``"64K"``, ``"128M"``): bytes of the larger per-rank
+        buffer, nccl-tests' "size". ``max_bytes=None``: up to 32 MiB, less if memory is short.
+    factor, step : sizes multiply by ``factor``, or grow by ``step`` bytes when it is given.
+    dtype : nccl-tests type name ("float", "half", "bfloat16", "int8", ...) or torch dtype.
+    redop : "sum", "prod", "max", "min" or "avg" (reductions only).
+    root : root rank of broadcast, reduce, gather and scatter.
+    warmup, iters : untimed calls, then timed calls, per size and placement (same on every rank).
+    placements : ("out-of-place", "in-place") or either one.
+    check : run once more on verifiable inputs and count wrong elements (#wrong, -1 when off).
+    env : environment for the ranks, e.g. ``{"NCCL_DEBUG": "INFO", "NCCL_ALGO": "Ring"}``;
+        NCCL reads it at start-up, so the sweep runs on a fresh cluster of the same size and
+        backend, and NCCL's INFO lines are parsed into ``df.attrs["nccl"]``.
+    progress : show a tqdm progress bar over the sizes.
+    timeout : seconds one size may take before the ranks are reported hung (cluster default).
+    corrupt : damage this many output elements on every checked rank after the check's call,
+        to watch #wrong catch it (a teaching aid; 0 in real use).
+
+    Returns
+    -------
+    pandas.DataFrame, one row per size and placement, columns ``op, size, count, type, redop,
+    root, ranks, backend, placement, time_us, algbw, busbw, wrong, note`` (GB/s with
+    GB = 1e9 bytes; ``note`` labels emulated placements). ``df.attrs`` holds the parameters,
+    each rank's captured output (``"log"``) and, when NCCL logged, ``"nccl"``.
+
+    Examples
+    --------
+    >>> import labcore as lc
+    >>> df = lc.bench.sweep(2, "broadcast", max_bytes="64K", factor=8)   # doctest: +SKIP
+    >>> (df.wrong == 0).all()                                           # doctest: +SKIP
+    True
+    """
+    from labcore.live.cluster import Cluster
+
+    owned = isinstance(cluster, int)
+    if owned:
+        cl = Cluster(cluster, env=env, show_output=False)
+    elif env:
+        cl = Cluster(cluster.world_size, backend=cluster.backend, env=env, show_output=False)
+        owned = True
+    else:
+        cl = cluster
+    with (cl if owned else nullcontext(cl)):
+        return _sweep_on(cl, op, min_bytes, max_bytes, factor, step, dtype, redop, root, warmup,
+                         iters, tuple(placements), check, env, progress, timeout, corrupt)
+
+
+def _sweep_on(cl, op, min_bytes, max_bytes, factor, step, dtype, redop, root, warmup, iters,
+              placements, check, env, progress, timeout, corrupt) -> pd.DataFrame:
+    from tqdm.auto import tqdm
+
+    from labcore.live import nccl_log
+
+    name, torch_dtype = _validate(op, cl, dtype, redop, root, warmup, iters, placements)
+    budget, where = _budget(cl)
+    sizes = plan_sizes(name, cl.world_size, torch_dtype.itemsize, budget, min_bytes, max_bytes,
+                       factor, step, check, where)
+    spec = dict(op=name, dtype=dtype_of(dtype)[0], redop=redop, root=root, warmup=warmup,
+                iters=iters, placements=placements, check=check, corrupt=corrupt)
+    rows, logs = [], [""] * cl.world_size
+    bar = tqdm(sizes, desc=f"{name} on {cl.world_size} ranks ({cl.backend})", unit="size",
+               disable=not progress, leave=False)
+    for nbytes in bar:
+        rows += cl.call(measure, args=({**spec, "nbytes": nbytes},), timeout=timeout)[0]
+        logs = [log + out + err for log, (out, err) in zip(logs, cl.last_output)]
+        if rows:
+            bar.set_postfix(busbw=f"{rows[-1]['busbw']:.3g} GB/s")
+    bar.close()
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    df.attrs.update(params=dict(spec, ranks=cl.world_size, backend=cl.backend, env=dict(env or {}),
+                                min_bytes=min_bytes, max_bytes=max_bytes, factor=factor, step=step),
+                    log=logs)
+    parsed = nccl_log.parse(logs)
+    if parsed.found:
+        df.attrs["nccl"] = parsed
+    return df
