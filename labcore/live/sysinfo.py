@@ -54,6 +54,19 @@ def choose_backend(world_size: int, backend: str = "auto") -> str:
     )
 
 
+def explain_backend(world_size: int) -> str:
+    """One sentence saying which backend ``Cluster(world_size)`` picks here, and why."""
+    backend = choose_backend(world_size)
+    if backend == "nccl":
+        return (f"{world_size} ranks -> nccl: torch sees {gpu_count()} GPUs, one per rank, "
+                "so collectives run on the GPUs over NVLink/PCIe.")
+    import torch.distributed as dist
+
+    why = ("this torch build has no NCCL" if not dist.is_nccl_available()
+           else f"torch sees {gpu_count()} GPU(s), fewer than one per rank")
+    return f"{world_size} ranks -> gloo on the CPU: {why}. Same API, same algorithms, slower links."
+
+
 def gpu_names() -> list[str]:
     """GPU model names from nvidia-smi (empty without it): asking torch would create a CUDA context."""
     if shutil.which("nvidia-smi") is None:
