@@ -60,7 +60,7 @@ def _time(s: Schedule, topo, contention: bool) -> dict:
                     step_end=z + topo.launch_s, start=np.zeros(0), end=np.zeros(0),
                     links=np.zeros((0, 1), dtype=np.int64))
     A = np.int64(s.agents)
-    key = (s.step * A + s.src) * A + s.dst
+    key = ((s.step * A + s.src) * A + s.dst) * (np.int64(s.channel.max()) + 1) + s.channel
     if np.all(key[1:] > key[:-1]):          # already one transfer per message, in order
         inv = np.arange(T)
         first = inv

@@ -24,7 +24,7 @@ op)`` with ``op`` either ``"reduce"`` (the destination combines what it
 receives with what it holds) or ``"copy"`` (the destination replaces its
 chunk). Reads happen at the start of a step, writes at its end, so two ranks
 can swap chunks in one step. For speed a Schedule stores its transfers as
-columns (``step, src, dst, chunk, nbytes, reduce``, one entry per transfer,
+columns (``step, src, dst, chunk, size, reduce, channel``, one entry per transfer,
 sorted by step); ``schedule.steps()`` gives the readable list of Transfer
 objects and ``print(schedule)`` a table.
 
@@ -32,8 +32,8 @@ Timing model (how long it takes)
 --------------------------------
 Steps are synchronous: step ``s`` starts when step ``s-1`` has finished (the
 first one after the topology's fixed launch latency). Transfers of one step
-with the same source and destination travel as one **message** (one latency,
-their bytes added). A message follows the topology's route from source to
+with the same source, destination and channel travel as one **message** (one
+latency, their bytes added). A message follows the topology's route from source to
 destination and takes
 
     route latency + max over its links (bytes on that link in this step / link bandwidth)
@@ -97,6 +97,9 @@ class Transfer:
         Bytes on the wire; ``None`` means the chunk's size.
     op : {"copy", "reduce"}
         What the destination does with it.
+    channel : int
+        Independent stream (NCCL channel, or one of two trees); transfers of different
+        channels between the same pair travel as separate messages.
 
     Example
     -------
@@ -109,6 +112,7 @@ class Transfer:
     chunk: int
     nbytes: float | None = None
     op: str = "copy"
+    channel: int = 0
 
 
 @dataclass(frozen=True)
@@ -134,7 +138,9 @@ class Schedule:
     """Steps of transfers for one collective; columnar, sorted by step.
 
     Build one with :meth:`from_steps` (readable) or from arrays (fast). Columns:
-    ``step, src, dst, chunk`` (int64), ``nbytes`` (float64), ``reduce`` (bool).
+    ``step, src, dst, chunk`` (int64), ``size`` (bytes, float64), ``reduce`` (bool),
+    ``channel`` (int64, default all 0). ``phases`` names each step's phase;
+    ``params`` records the builder's options (e.g. ``pipeline``).
 
     Example
     -------
@@ -163,6 +169,7 @@ class Schedule:
     layout: Layout = field(default_factory=Layout)
     phases: tuple[str, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
+    channel: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         collectives.check(self.collective, self.ranks, self.chunks, self.root)
@@ -171,11 +178,14 @@ class Schedule:
         self.size = np.asarray(self.size, dtype=np.float64).ravel()
         self.reduce = np.asarray(self.reduce, dtype=bool).ravel()
         n = self.step.size
-        if not all(a.size == n for a in (self.src, self.dst, self.chunk, self.size, self.reduce)):
-            raise ScheduleError("schedule columns step, src, dst, chunk, size, reduce must have the same length")
+        self.channel = (np.zeros(n, dtype=np.int64) if self.channel is None
+                        else np.asarray(self.channel, dtype=np.int64).ravel())
+        if not all(a.size == n for a in (self.src, self.dst, self.chunk, self.size, self.reduce, self.channel)):
+            raise ScheduleError("schedule columns step, src, dst, chunk, size, reduce, channel must have the same "
+                                "length")
         if n and np.any(np.diff(self.step) < 0):
             order = np.argsort(self.step, kind="stable")
-            for k in ("step", "src", "dst", "chunk", "size", "reduce"):
+            for k in ("step", "src", "dst", "chunk", "size", "reduce", "channel"):
                 setattr(self, k, getattr(self, k)[order])
         agents = self.ranks + self.switches
         for name in ("src", "dst"):
@@ -212,11 +222,12 @@ class Schedule:
                 t = t if isinstance(t, Transfer) else Transfer(*t)
                 if t.op not in OPS:
                     raise ScheduleError(f"step {s}: op {t.op!r} must be 'copy' or 'reduce'")
-                rows.append((s, t.src, t.dst, t.chunk, cb if t.nbytes is None else t.nbytes, t.op == "reduce"))
-        cols = list(zip(*rows)) if rows else [[]] * 6
+                rows.append((s, t.src, t.dst, t.chunk, cb if t.nbytes is None else t.nbytes, t.op == "reduce",
+                             t.channel))
+        cols = list(zip(*rows)) if rows else [[]] * 7
         return cls(collective, algorithm, ranks, nbytes, chunks, *(np.array(c) for c in cols[:5]),
                    np.array(cols[5], dtype=bool), n_steps=len(steps), root=root, switches=switches,
-                   layout=layout or Layout(switches=switches))
+                   layout=layout or Layout(switches=switches), channel=np.array(cols[6], dtype=np.int64))
 
     # -- reading ------------------------------------------------------------
     @property
@@ -239,9 +250,10 @@ class Schedule:
     def steps(self) -> list[list[Transfer]]:
         """The schedule as a list of steps of :class:`Transfer` (readable, slow for big ones)."""
         out: list[list[Transfer]] = [[] for _ in range(self.n_steps)]
-        for s, a, b, c, n, r in zip(self.step.tolist(), self.src.tolist(), self.dst.tolist(),
-                                    self.chunk.tolist(), self.size.tolist(), self.reduce.tolist()):
-            out[s].append(Transfer(a, b, c, n, "reduce" if r else "copy"))
+        for s, a, b, c, n, r, h in zip(self.step.tolist(), self.src.tolist(), self.dst.tolist(),
+                                       self.chunk.tolist(), self.size.tolist(), self.reduce.tolist(),
+                                       self.channel.tolist()):
+            out[s].append(Transfer(a, b, c, n, "reduce" if r else "copy", h))
         return out
 
     def to_frame(self):
@@ -249,7 +261,8 @@ class Schedule:
         import pandas as pd
 
         return pd.DataFrame({"step": self.step, "src": self.src, "dst": self.dst, "chunk": self.chunk,
-                             "nbytes": self.size, "op": np.where(self.reduce, "reduce", "copy")})
+                             "nbytes": self.size, "op": np.where(self.reduce, "reduce", "copy"),
+                             "channel": self.channel})
 
     def __str__(self) -> str:
         head = (f"{self.collective} {self.algorithm!r}: {self.ranks} ranks, {self.chunks} chunks of "

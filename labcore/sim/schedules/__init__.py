@@ -11,15 +11,24 @@ from __future__ import annotations
 
 import inspect
 
-from labcore.sim.schedules import ring
+from labcore.sim.schedules import alltoall, hierarchical, recursive, ring, switch, tree
 
 ALGORITHMS = {
-    "all_reduce": {"ring": ring.ring_all_reduce},
+    "all_reduce": {
+        "ring": ring.ring_all_reduce,
+        "tree": tree.tree_all_reduce,
+        "double_tree": tree.double_tree_all_reduce,
+        "recursive_doubling": recursive.recursive_doubling_all_reduce,
+        "rabenseifner": recursive.rabenseifner_all_reduce,
+        "hierarchical": hierarchical.hierarchical_all_reduce,
+        "in_network": switch.in_network_all_reduce,
+        "nvls": switch.nvls_all_reduce,
+    },
     "reduce_scatter": {"ring": ring.ring_reduce_scatter},
     "all_gather": {"ring": ring.ring_all_gather},
-    "broadcast": {"chain": ring.chain_broadcast, "ring": ring.chain_broadcast},
-    "reduce": {},
-    "all_to_all": {},
+    "broadcast": {"chain": ring.chain_broadcast, "binomial": tree.binomial_broadcast},
+    "reduce": {"binomial": tree.binomial_reduce},
+    "all_to_all": {"pairwise": alltoall.pairwise_all_to_all},
 }
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from labcore.sim.cost import DEFAULT_PIPELINE
+from labcore.sim.schedules._parts import Parts, ring_phase
 from labcore.sim.trace import Layout, Schedule
 
 
@@ -27,60 +29,39 @@ def _order(ranks: int, order) -> np.ndarray:
     return o
 
 
-def _ring_phase(o: np.ndarray, first_step: int, offset: int, reduce: bool):
-    """p-1 steps; position i sends the chunk owned by position (i + offset - s) mod p."""
-    p = o.size
-    s = np.arange(p - 1)[:, None]
-    i = np.arange(p)[None, :]
-    step = np.broadcast_to(first_step + s, (p - 1, p))
-    chunk = o[(i + offset - s) % p]
-    return step, o[np.broadcast_to(i, (p - 1, p))], o[(i + 1) % p][None, :].repeat(p - 1, 0), chunk, reduce
-
-
-def _assemble(collective, algorithm, ranks, nbytes, chunks, phases, layout, labels, root=0, params=None):
-    parts = [ph for ph in phases if ph[0].size]
-    cb = nbytes / chunks if collective != "all_to_all" else nbytes * ranks / chunks
-    if parts:
-        cols = [np.concatenate([np.ravel(ph[j]) for ph in parts]) for j in range(4)]
-        red = np.concatenate([np.full(ph[0].size, ph[4], dtype=bool) for ph in parts])
-    else:
-        cols, red = [np.zeros(0, dtype=np.int64)] * 4, np.zeros(0, dtype=bool)
-    n_steps = int(cols[0].max()) + 1 if cols[0].size else 0
-    return Schedule(collective, algorithm, ranks, nbytes, chunks, *cols, np.full(cols[0].size, cb), red,
-                    n_steps=n_steps, root=root, layout=layout, phases=tuple(labels[:n_steps]), params=params or {})
+def _ring(collective: str, ranks: int, nbytes: float, order, phases) -> Schedule:
+    o = _order(ranks, order)
+    parts, step = Parts(), 0
+    for offset, reduce, label in phases:
+        step = ring_phase(parts, o[None], o[None, :, None], step, offset, reduce, label)
+    return parts.schedule(collective, "ring", ranks, nbytes, ranks, layout=Layout("ring", tuple(o.tolist())))
 
 
 def ring_reduce_scatter(ranks: int, nbytes: float, order=None) -> Schedule:
-    """Ring reduce-scatter: p-1 steps of n/p bytes; rank r ends with chunk r reduced."""
-    o = _order(ranks, order)
-    ph = _ring_phase(o, 0, -1, True)
-    return _assemble("reduce_scatter", "ring", ranks, nbytes, ranks, [ph], Layout("ring", tuple(o.tolist())),
-                     ["reduce-scatter"] * (ranks - 1))
+    """Ring reduce-scatter: p-1 steps of n/p bytes; rank r ends with chunk r reduced.
+
+    ``order`` is the ring (a permutation of the ranks), default 0, 1, ..., p-1.
+    """
+    return _ring("reduce_scatter", ranks, nbytes, order, [(-1, True, "reduce-scatter")])
 
 
 def ring_all_gather(ranks: int, nbytes: float, order=None) -> Schedule:
     """Ring all-gather: p-1 steps of n/p bytes; every rank ends with every chunk."""
-    o = _order(ranks, order)
-    ph = _ring_phase(o, 0, 0, False)
-    return _assemble("all_gather", "ring", ranks, nbytes, ranks, [ph], Layout("ring", tuple(o.tolist())),
-                     ["all-gather"] * (ranks - 1))
+    return _ring("all_gather", ranks, nbytes, order, [(0, False, "all-gather")])
 
 
 def ring_all_reduce(ranks: int, nbytes: float, order=None) -> Schedule:
     """Ring all-reduce = ring reduce-scatter then ring all-gather: 2(p-1) steps of n/p bytes."""
-    o = _order(ranks, order)
-    phases = [_ring_phase(o, 0, -1, True), _ring_phase(o, ranks - 1, 0, False)]
-    return _assemble("all_reduce", "ring", ranks, nbytes, ranks, phases, Layout("ring", tuple(o.tolist())),
-                     ["reduce-scatter"] * (ranks - 1) + ["all-gather"] * (ranks - 1))
+    return _ring("all_reduce", ranks, nbytes, order, [(-1, True, "reduce-scatter"), (0, False, "all-gather")])
 
 
-def chain_broadcast(ranks: int, nbytes: float, root: int = 0, pipeline: int = 8) -> Schedule:
-    """Pipelined chain (ring) broadcast: the root's buffer cut in k pieces flows down the chain
-    root, root+1, ...; p-1+k-1 steps of n/k bytes (NCCL's ring broadcast)."""
+def chain_broadcast(ranks: int, nbytes: float, root: int = 0, pipeline: int = DEFAULT_PIPELINE) -> Schedule:
+    """Pipelined chain (ring) broadcast: the root's buffer cut in k = ``pipeline`` pieces flows
+    down the chain root, root+1, ...; p-1+k-1 steps of n/k bytes (NCCL's ring broadcast)."""
     k = max(1, int(pipeline))
     o = (root + np.arange(ranks)) % ranks
-    hops = ranks - 1
-    j, h = np.meshgrid(np.arange(k), np.arange(hops), indexing="ij")   # piece j crosses hop h at step j+h
-    ph = (j + h, o[h], o[h + 1], j, False) if hops else (np.zeros(0, dtype=np.int64),) * 4 + (False,)
-    return _assemble("broadcast", "chain", ranks, nbytes, k, [ph], Layout("ring", tuple(o.tolist())),
-                     ["broadcast"] * (hops + k - 1), root=root, params={"pipeline": k})
+    j, h = np.meshgrid(np.arange(k), np.arange(ranks - 1), indexing="ij")   # piece j crosses hop h at step j+h
+    parts = Parts()
+    parts.add(j + h, o[h], o[h + 1], j, False, label="broadcast")
+    return parts.schedule("broadcast", "chain", ranks, nbytes, k, root=root,
+                          layout=Layout("ring", tuple(o.tolist())), params={"pipeline": k})

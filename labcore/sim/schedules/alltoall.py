@@ -1,0 +1,25 @@
+"""Pairwise all-to-all: in step s (1..p-1) every rank r sends its block for rank r+s and receives
+the block from rank r-s, so each step is a permutation (p-1 steps of n/p bytes; MPICH's
+pairwise exchange, written with (r+s) mod p so any p works).
+
+Example
+-------
+>>> [(t.src, t.dst, t.chunk) for t in pairwise_all_to_all(3, 30).steps()[0]]
+[(0, 1, 1), (1, 2, 5), (2, 0, 6)]
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from labcore.sim.schedules._parts import Parts
+from labcore.sim.trace import Layout, Schedule
+
+
+def pairwise_all_to_all(ranks: int, nbytes: float) -> Schedule:
+    """Pairwise exchange all-to-all; chunk src*p + dst is the block from src to dst."""
+    p = ranks
+    parts = Parts()
+    s = np.arange(1, p)[:, None]
+    r = np.arange(p)[None]
+    parts.add(s - 1, r, (r + s) % p, r * p + (r + s) % p, False, label="pairwise exchange")
+    return parts.schedule("all_to_all", "pairwise", p, nbytes, p * p, layout=Layout("mesh"))

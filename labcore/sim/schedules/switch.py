@@ -1,0 +1,63 @@
+"""In-network reduction: a switch adds the ranks' data (InfiniBand SHARP, NVLink SHARP / NVLS).
+
+* ``in_network`` (SHARP-style): every rank sends piece j of its buffer up to the
+  switch, which reduces the p copies and multicasts the sum back down: k+1 steps
+  of n/k bytes, each rank sending n and receiving n in all (instead of the
+  ring's 2(p-1)/p n each way). busbw can exceed the link bandwidth.
+* ``nvls`` (NVLink SHARP on an NVSwitch, as NCCL drives it): piece j is split in
+  p segments; every rank pushes its piece to the switch, which reduces (the
+  multimem load-reduce), each rank fetches its reduced segment and stores it
+  back to the switch, which multicasts it to the other ranks (the multimem
+  store). Per rank n(1+1/p) bytes go up and n down, so algbw tends to
+  bandwidth x p/(p+1): the relation algbw = busbw-related n/(n+1) that
+  nccl-tests' maintainers give for NVLS (nccl-tests issue 239).
+
+The switch is agent ``ranks`` (its buffer starts empty).
+
+Example
+-------
+>>> in_network_all_reduce(4, 400, pipeline=2).n_steps
+3
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from labcore.sim.cost import DEFAULT_PIPELINE
+from labcore.sim.schedules._parts import Parts
+from labcore.sim.trace import Layout, Schedule
+
+
+def in_network_all_reduce(ranks: int, nbytes: float, pipeline: int = DEFAULT_PIPELINE) -> Schedule:
+    """SHARP-style all-reduce through one reducing switch, pipelined in k = ``pipeline`` pieces."""
+    k = max(1, int(pipeline))
+    sw = ranks
+    r = np.arange(ranks)[None]
+    j = np.arange(k)[:, None]
+    parts = Parts()
+    if ranks > 1:
+        parts.add(j, r, sw, j, True, label="up: switch reduces")
+        parts.add(j + 1, sw, r, j, False, label="down: switch multicasts")
+    return parts.schedule("all_reduce", "in_network", ranks, nbytes, k, switches=1,
+                          layout=Layout("switch", switches=1), params={"pipeline": k})
+
+
+def nvls_all_reduce(ranks: int, nbytes: float, pipeline: int = DEFAULT_PIPELINE) -> Schedule:
+    """NVLS all-reduce (reduce at the switch, fetch own segment, multicast it); chunk j*p + c is
+    segment c of piece j."""
+    k, p = max(1, int(pipeline)), ranks
+    sw = ranks
+    parts = Parts()
+    if p > 1:
+        j = np.arange(k)[:, None, None]
+        r = np.arange(p)[None, :, None]
+        c = np.arange(p)[None, None, :]
+        parts.add(j, r, sw, j * p + c, True, label="push: switch reduces")
+        jj, cc = np.arange(k)[:, None], np.arange(p)[None]
+        # fetch and store use a second channel: they overlap the next pushes and multicasts
+        parts.add(jj + 1, sw, cc, jj * p + cc, False, channel=1, label="load-reduce: fetch own segment")
+        parts.add(jj + 2, cc, sw, jj * p + cc, False, channel=1, label="store: segment back to switch")
+        others = (np.arange(p)[:, None] + 1 + np.arange(p - 1)[None]) % p      # (segment c, every rank but c)
+        parts.add(j + 3, sw, others[None], j * p + np.arange(p)[None, :, None], False, label="multicast")
+    return parts.schedule("all_reduce", "nvls", ranks, nbytes, k * p, switches=1,
+                          layout=Layout("switch", switches=1), params={"pipeline": k})
