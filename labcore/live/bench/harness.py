@@ -26,12 +26,15 @@ Under torchrun, after ``dist.init_process_group``::
 from __future__ import annotations
 
 import os
+import platform
+import socket
 import time
 
 import torch
 import torch.distributed as dist
 
 from labcore.live.bench import ops as _ops
+from labcore.live.context import rank_info
 from labcore.live.bench.units import dtype_of
 from labcore.live.bench.verify import CHECK_BLOCK, count_wrong, inputs
 
@@ -42,11 +45,18 @@ DEFAULTS = dict(dtype="float", redop="sum", root=0, warmup=5, iters=20,
 
 
 def _device() -> torch.device:
-    if dist.get_backend() == "nccl":
-        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", torch.cuda.current_device())))
+    dev = rank_info().device
+    if dev.type == "cuda":
         torch.cuda.set_device(dev)
-        return dev
-    return torch.device("cpu")
+    return dev
+
+
+def describe_rank() -> dict:
+    """This rank's pid, host and device, for the "Using devices" lines of the CLI."""
+    dev = _device()
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu"
+    return dict(rank=dist.get_rank(), pid=os.getpid(), host=socket.gethostname(), device=str(dev),
+                name=name)
 
 
 def _buffers(op, placement, send_n, recv_n, ctx, dev):

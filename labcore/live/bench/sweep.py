@@ -33,7 +33,7 @@ def _free_memory():
     return memory.free_bytes_here()
 
 
-def _budget(cl) -> tuple[int, str]:
+def rank_budget(cl) -> tuple[int, str]:
     """Bytes each rank may use, asked of the ranks themselves (the notebook never touches CUDA)."""
     kinds = cl.call(_free_memory, timeout=60)
     kind = kinds[0][0]
@@ -147,7 +147,7 @@ def _sweep_on(cl, op, min_bytes, max_bytes, factor, step, dtype, redop, root, wa
     from labcore.live import nccl_log
 
     name, torch_dtype = _validate(op, cl, dtype, redop, root, warmup, iters, placements)
-    budget, where = _budget(cl)
+    budget, where = rank_budget(cl)
     sizes = plan_sizes(name, cl.world_size, torch_dtype.itemsize, budget, min_bytes, max_bytes,
                        factor, step, check, where)
     spec = dict(op=name, dtype=dtype_of(dtype)[0], redop=redop, root=root, warmup=warmup,
