@@ -1,8 +1,11 @@
 """Figures and explorers of the lab (plotly and ipywidgets).
 
+- simulated collectives (labcore.sim traces): :func:`chunk_flow` (animation),
+  :func:`captions`;
 - measurements (bench DataFrames): :func:`measurement_plot`, :func:`crossover_plot`,
   :func:`topology_heatmap`.
 """
+from labcore.viz.chunk_flow import captions, chunk_flow, still
 from labcore.viz.measure import crossover_plot, measurement_plot, topology_heatmap
 
-__all__ = ["crossover_plot", "measurement_plot", "topology_heatmap"]
+__all__ = ["captions", "chunk_flow", "still", "crossover_plot", "measurement_plot", "topology_heatmap"]

@@ -1,0 +1,334 @@
+"""The chunk-flow animation: a simulated collective, step by step.
+
+Left, the ranks placed as the algorithm sees them, with every chunk in flight
+drawn as an arrow in that chunk's colour. Right, every rank's buffer as a row
+of cells, one per chunk, shaded by how many of the contributions it needs the
+cell already holds (grey: none, blue: partial, green: complete); cells written
+in the step are outlined in the colour of the chunk that arrived. A caption
+names the step, its phase and its transfers, with the simulated time so far.
+
+The figure has one animation frame per schedule step. Frames are built as
+plain dicts and carry only what changes (arrows, cells, caption); the ranks,
+links and boxes are drawn once.
+
+Example
+-------
+>>> import labcore.sim as sim
+>>> trace = sim.simulate("all_reduce", algorithm="ring", ranks=4, nbytes=1 << 20)
+>>> fig = chunk_flow(trace)
+>>> len(fig.frames) == trace.schedule.n_steps
+True
+>>> captions(trace)[0]
+'step 1 of 6, reduce-scatter: 4 transfers at once: rank 0 sends chunk 3 to rank 1 (reduce), rank 1 sends chunk 0 to rank 2 (reduce), rank 2 sends chunk 1 to rank 3 (reduce), and 1 more'
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from labcore.sim import collectives
+from labcore.viz.positions import Placement, place
+from labcore.viz.style import CHUNK_COLORS, TEMPLATE, format_bytes
+
+__all__ = ["chunk_flow", "captions", "fill_levels", "still"]
+
+
+def _fill_colorscale(most_needed: int) -> list:
+    """Grey = holds nothing it needs, blues = partial, green = complete (a band at the top)."""
+    full = 1.0 - 0.5 / max(most_needed, 1)
+    return [[0.0, "#e8e8e8"], [1e-6, "#deebf7"], [full, "#2171b5"], [full, "#1a9850"], [1.0, "#1a9850"]]
+
+_SHOWN_TRANSFERS = 3  # transfers spelled out in a caption before "and N more"
+
+
+def _agent_name(a: int, ranks: int) -> str:
+    return f"rank {a}" if a < ranks else f"switch {a - ranks}"
+
+
+def captions(trace) -> list[str]:
+    """One caption per step: "step 3 of 14, reduce-scatter: rank 2 sends chunk 1 to rank 3 (reduce)".
+
+    Steps with more than one transfer start with how many run at once and spell
+    out the first few.
+    """
+    s = trace.schedule
+    out = []
+    for k, sl in enumerate(s.step_slices()):
+        phase = s.phases[k] if k < len(s.phases) and s.phases[k] else ""
+        head = f"step {k + 1} of {s.n_steps}" + (f", {phase}" if phase else "")
+        src, dst, chunk, red = s.src[sl], s.dst[sl], s.chunk[sl], s.reduce[sl]
+        parts = [f"{_agent_name(int(a), s.ranks)} sends chunk {int(c)} to {_agent_name(int(b), s.ranks)} "
+                 f"({'reduce' if r else 'copy'})"
+                 for a, b, c, r in zip(src[:_SHOWN_TRANSFERS], dst[:_SHOWN_TRANSFERS],
+                                       chunk[:_SHOWN_TRANSFERS], red[:_SHOWN_TRANSFERS])]
+        n = src.size
+        if n == 0:
+            body = "nothing moves"
+        elif n == 1:
+            body = parts[0]
+        else:
+            more = f", and {n - _SHOWN_TRANSFERS} more" if n > _SHOWN_TRANSFERS else ""
+            body = f"{n} transfers at once: " + ", ".join(parts) + more
+        out.append(f"{head}: {body}")
+    return out
+
+
+def fill_levels(trace) -> tuple[np.ndarray, np.ndarray]:
+    """Per step, how full every buffer cell is.
+
+    Returns
+    -------
+    counts : (n_steps + 1, agents, chunks) int
+        How many ranks' contributions each cell holds; index 0 is the start.
+    need : (agents, chunks) int
+        How many contributions the cell must end with (all ranks for cells
+        whose final content does not matter); ``counts / need`` is the shade.
+    """
+    s = trace.schedule
+    if not trace.has_values:
+        raise ValueError("chunk_flow needs the buffer state of every step: simulate with values=True")
+    counts = np.stack([trace.holds_at(k).sum(axis=-1) for k in range(-1, s.n_steps)])
+    want, care = collectives.target(s.collective, s.ranks, s.chunks, s.root)
+    need = np.full((s.agents, s.chunks), s.ranks, dtype=np.int64)
+    needed = want.sum(axis=-1)
+    use = care & (needed > 0)
+    need[: s.ranks][use] = needed[use]
+    return counts, need
+
+
+def _arrows(p: Placement, src, dst, chunk) -> tuple[np.ndarray, np.ndarray]:
+    """Tail and head of every arrow; arrows between the same pair are offset side by side."""
+    a, b = p.xy[src], p.xy[dst]
+    d = b - a
+    length = np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-9)
+    u = d / length
+    normal = np.stack([-u[:, 1], u[:, 0]], axis=1)
+    key = src.astype(np.int64) * (p.xy.shape[0] + 1) + dst
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    first = np.searchsorted(sk, sk)
+    nth = np.empty_like(order)
+    nth[order] = np.arange(order.size) - first
+    off = p.radius * (0.35 + 0.5 * nth)[:, None] * normal
+    return a + u * p.radius + off, b - u * p.radius * 1.3 + off
+
+
+def _cell_text(counts: np.ndarray, need: np.ndarray) -> list[str]:
+    return [f"{c}/{n}" for c, n in zip(counts.ravel().tolist(), need.ravel().tolist())]
+
+
+def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: int = 1050,
+               height: int = 560) -> go.Figure:
+    """Animate a simulated collective: one frame per step, with play/pause and a step slider.
+
+    Parameters
+    ----------
+    trace
+        A :class:`labcore.sim.trace.Trace` simulated with ``values=True``
+        (any collective and algorithm of :mod:`labcore.sim`).
+    title
+        Figure title; by default collective, algorithm, ranks and size.
+    frame_ms
+        How long each step stays on screen while playing.
+    width, height
+        Figure size in pixels.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        Frame ``k`` shows step ``k``: its transfers as arrows (hover for
+        bytes and times), every buffer after the step, the caption and the
+        simulated time so far. The figure as first shown is the state
+        before step 1.
+    """
+    s = trace.schedule
+    A, C, P = s.agents, s.chunks, s.ranks
+    p = place(s.layout, P, s.switches)
+    counts, need = fill_levels(trace)
+    frac = np.clip(counts / need, 0.0, 1.0)
+    text_cells = A * C <= 144
+    caps = captions(trace)
+    total_us = trace.time_s * 1e6
+
+    # -- static picture: links, boxes, nodes ----------------------------------------
+    data: list[dict] = []
+    for style in ("solid", "dash"):
+        xs, ys = [], []
+        for a, b, st in p.edges:
+            if st == style:
+                xs += [p.xy[a, 0], p.xy[b, 0], None]
+                ys += [p.xy[a, 1], p.xy[b, 1], None]
+        data.append({"type": "scatter", "x": xs, "y": ys, "mode": "lines", "hoverinfo": "skip",
+                     "line": {"color": "#c8c8c8", "width": 2, "dash": style}, "showlegend": False})
+    x0, x1 = p.xy[:, 0].min() - 0.35, p.xy[:, 0].max() + 0.35
+    y0, y1 = p.xy[:, 1].min() - 0.3, p.xy[:, 1].max() + 0.75
+    px_per_unit = 0.5 * width * 0.9 / max(x1 - x0, y1 - y0)
+    node_px = float(np.clip(2 * p.radius * px_per_unit, 12, 44))
+    names = [_agent_name(a, P) for a in range(A)]
+    data.append({"type": "scatter", "x": p.xy[:, 0].tolist(), "y": p.xy[:, 1].tolist(),
+                 "mode": "markers+text", "text": [str(a) if a < P else f"S{a - P}" for a in range(A)],
+                 "textfont": {"size": max(9, node_px * 0.45), "color": "white"}, "hovertext": names,
+                 "hoverinfo": "text", "showlegend": False,
+                 "marker": {"size": node_px, "color": ["#444"] * P + ["#8c564b"] * (A - P),
+                            "symbol": ["circle"] * P + ["square"] * (A - P)}})
+    n_static = len(data)
+
+    # -- changing traces: one arrow trace per chunk colour, the cells, the caption -----
+    groups = min(C, len(CHUNK_COLORS))
+    for g in range(groups):
+        data.append({"type": "scatter", "x": [], "y": [], "mode": "lines+markers", "showlegend": False,
+                     "line": {"color": CHUNK_COLORS[g], "width": 3}, "hoverinfo": "text",
+                     "marker": {"symbol": "arrow", "angleref": "previous", "color": CHUNK_COLORS[g],
+                                "size": []}})
+    cell_x = np.tile(np.arange(C), A).tolist()
+    cell_y = np.repeat(np.arange(A), C).tolist()
+    grid_w, grid_h = 0.38 * (width - 80), height - 170  # the grid's plot area in pixels
+    cell_px = float(np.clip(0.85 * min(grid_w / C, grid_h / A), 3, 40))
+    cells = {"type": "scatter", "x": cell_x, "y": cell_y, "xaxis": "x2", "yaxis": "y2",
+             "mode": "markers+text" if text_cells else "markers", "showlegend": False,
+             "textfont": {"size": max(7, cell_px * 0.32)},
+             "hovertemplate": "%{customdata}<br>%{marker.color:.0%} of what it needs<extra></extra>",
+             "customdata": [f"{names[a]}, chunk {c}" for a, c in zip(cell_y, cell_x)],
+             "marker": {"symbol": "square", "size": cell_px, "color": frac[0].ravel().tolist(),
+                        "cmin": 0, "cmax": 1, "colorscale": _fill_colorscale(int(need.max())),
+                        "line": {"width": 0, "color": "white"},
+                        "colorbar": {"title": {"text": "held"}, "tickvals": [0, 0.5, 1], "len": 0.5,
+                                     "ticktext": ["none", "partial", "all"], "x": 1.02, "y": 0.4}}}
+    if text_cells:
+        cells["text"] = _cell_text(counts[0], need)
+    data.append(cells)
+    data.append({"type": "scatter", "x": [(x0 + x1) / 2], "y": [y1], "mode": "text", "showlegend": False,
+                 "hoverinfo": "skip", "textposition": "bottom center", "cliponaxis": False,
+                 "text": [f"before step 1: every rank holds only its own input<br>"
+                          f"simulated time 0 us of {total_us:.4g} us"], "textfont": {"size": 11}})
+    changing = list(range(n_static, len(data)))
+
+    # -- frames: only the changing traces, as plain dicts ------------------------------
+    frames = []
+    for k, sl in enumerate(s.step_slices()):
+        src, dst, chunk = s.src[sl], s.dst[sl], s.chunk[sl]
+        tail, head = _arrows(p, src, dst, chunk) if src.size else (np.zeros((0, 2)),) * 2
+        group = chunk % groups
+        arrow_traces = []
+        for g in range(groups):
+            idx = np.flatnonzero(group == g)
+            n = idx.size
+            xs = np.full(3 * n, np.nan)
+            ys = np.full(3 * n, np.nan)
+            xs[0::3], xs[1::3] = tail[idx, 0], head[idx, 0]
+            ys[0::3], ys[1::3] = tail[idx, 1], head[idx, 1]
+            sizes = np.tile([0.0, max(8.0, node_px * 0.45), 0.0], n)
+            hover = []
+            for i in idx.tolist():
+                label = (f"{names[s.src[sl][i]]} → {names[s.dst[sl][i]]}: chunk {int(chunk[i])}, "
+                         f"{'reduce' if s.reduce[sl][i] else 'copy'}, {format_bytes(s.size[sl][i])}, "
+                         f"{trace.start[sl][i] * 1e6:.3g}–{trace.end[sl][i] * 1e6:.3g} us")
+                hover += [label, label, ""]
+            custom = np.repeat(np.stack([src[idx], dst[idx], chunk[idx]], axis=1), 3, axis=0)
+            arrow_traces.append({"x": _nan_to_none(xs), "y": _nan_to_none(ys), "hovertext": hover,
+                                 "customdata": custom.tolist(), "marker": {"size": sizes.tolist()}})
+        written = np.zeros((A, C), dtype=bool)
+        written[dst, chunk] = True
+        outline = np.full((A, C), "rgba(0,0,0,0)", dtype=object)
+        outline[dst, chunk] = [CHUNK_COLORS[c % len(CHUNK_COLORS)] for c in chunk.tolist()]
+        cell = {"marker": {"color": frac[k + 1].ravel().tolist(), "line": {
+            "color": outline.ravel().tolist(), "width": np.where(written, 3, 0).ravel().tolist()}}}
+        if text_cells:
+            cell["text"] = _cell_text(counts[k + 1], need)
+        caption = {"text": [f"{_wrap(caps[k])}<br>simulated time {trace.step_end[k] * 1e6:.4g} us "
+                            f"of {total_us:.4g} us"]}
+        frames.append({"name": str(k), "traces": changing, "data": arrow_traces + [cell, caption]})
+
+    layout = _layout(s, title, width, height, (x0, x1, y0, y1), A, C, P, p, frame_ms)
+    return go.Figure({"data": data, "layout": layout, "frames": frames}, skip_invalid=False,
+                     _validate=False)
+
+
+def _nan_to_none(a: np.ndarray) -> list:
+    return [None if v != v else v for v in a.tolist()]
+
+
+def _wrap(text: str, width: int = 80) -> str:
+    """Break a long caption into lines of about ``width`` characters for the figure."""
+    words, lines, line = text.split(" "), [], ""
+    for w in words:
+        if line and len(line) + 1 + len(w) > width:
+            lines.append(line)
+            line = w
+        else:
+            line = f"{line} {w}" if line else w
+    return "<br>".join(lines + [line])
+
+
+def _layout(s, title, width, height, box, A, C, P, p: Placement, frame_ms: int) -> dict:
+    x0, x1, y0, y1 = box
+    steps = [{"label": str(k + 1), "method": "animate",
+              "args": [[str(k)], {"mode": "immediate", "frame": {"duration": 0, "redraw": False},
+                                  "transition": {"duration": 0}}]} for k in range(s.n_steps)]
+    play = {"label": "▶ play", "method": "animate",
+            "args": [None, {"frame": {"duration": frame_ms, "redraw": False}, "fromcurrent": True,
+                            "transition": {"duration": 0}, "mode": "immediate"}]}
+    pause = {"label": "❚❚ pause", "method": "animate",
+             "args": [[None], {"frame": {"duration": 0, "redraw": False}, "mode": "immediate",
+                               "transition": {"duration": 0}}]}
+    tick = max(1, int(np.ceil(A / 16)))
+    ctick = max(1, int(np.ceil(C / 16)))
+    shapes = [{"type": "rect", "x0": b[0], "y0": b[1], "x1": b[2], "y1": b[3], "xref": "x", "yref": "y",
+               "line": {"color": "#9e9e9e", "dash": "dot"}, "layer": "below"} for b in p.boxes]
+    notes = [{"x": b[0] + 0.02, "y": b[3] - 0.02, "xref": "x", "yref": "y", "text": b[4], "showarrow": False,
+              "xanchor": "left", "yanchor": "top", "font": {"size": 10, "color": "#777"}} for b in p.boxes]
+    return {
+        "template": TEMPLATE, "width": width, "height": height, "hovermode": "closest",
+        "title": {"text": title or (f"{s.collective} ({s.algorithm}) on {P} ranks, "
+                                    f"{format_bytes(s.nbytes)}, {C} chunks")},
+        "margin": {"l": 20, "r": 60, "t": 60, "b": 90},
+        "xaxis": {"domain": [0, 0.5], "range": [x0, x1], "visible": False},
+        "yaxis": {"range": [y0, y1], "visible": False, "scaleanchor": "x"},
+        "xaxis2": {"domain": [0.57, 0.95], "range": [-0.6, C - 0.4], "automargin": True,
+                   "title": {"text": "chunk", "standoff": 2},
+                   "tickvals": list(range(0, C, ctick)), "showgrid": False, "zeroline": False},
+        "yaxis2": {"anchor": "x2", "range": [A - 0.4, -0.6], "showgrid": False, "zeroline": False,
+                   "tickvals": list(range(0, A, tick)),
+                   "ticktext": [_agent_name(a, P) for a in range(0, A, tick)]},
+        "shapes": shapes, "annotations": notes,
+        "updatemenus": [{"type": "buttons", "direction": "left", "x": 0.0, "y": -0.02, "xanchor": "left",
+                         "yanchor": "top", "pad": {"t": 30}, "showactive": False, "buttons": [play, pause]}],
+        "sliders": [{"active": 0, "x": 0.18, "len": 0.8, "y": -0.02, "yanchor": "top", "pad": {"t": 20},
+                     "currentvalue": {"prefix": "step "}, "steps": steps}],
+    }
+
+
+def still(fig: go.Figure, step: int) -> go.Figure:
+    """A copy of an animated figure frozen at ``step`` (0-based), without frames or controls.
+
+    Static exports (PNG, PDF) show a figure's base data only; this applies
+    frame ``step`` to it so an image shows that step.
+
+    Example
+    -------
+    >>> import labcore.sim as sim
+    >>> fig = chunk_flow(sim.simulate("all_reduce", algorithm="ring", ranks=4, nbytes=1024))
+    >>> still(fig, 2).data[-1].text[0].startswith("step 3 of 6")
+    True
+    """
+    if not 0 <= step < len(fig.frames):
+        raise IndexError(f"step must be in 0..{len(fig.frames) - 1}, got {step}")
+    spec = fig.to_plotly_json()
+    frame = spec["frames"][step]
+    data = [dict(t) for t in spec["data"]]
+    for index, update in zip(frame["traces"], frame["data"]):
+        _merge(data[index], update)
+    layout = dict(spec["layout"])
+    layout.pop("updatemenus", None)
+    layout.pop("sliders", None)
+    layout["margin"] = dict(layout.get("margin", {}), b=20)
+    return go.Figure({"data": data, "layout": layout}, _validate=False)
+
+
+def _merge(target: dict, update: dict) -> None:
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            target[key] = dict(target[key])
+            _merge(target[key], value)
+        else:
+            target[key] = value
