@@ -1,0 +1,102 @@
+"""Live sweeps on gloo: every collective checked exactly, a corrupted result caught, the columns and numbers."""
+import math
+
+import pytest
+
+import labcore as lc
+from labcore.live.bench.ops import OPS
+
+SMALL = dict(min_bytes=8, max_bytes="64K", factor=32, warmup=1, iters=2, progress=False)
+
+
+@pytest.fixture(scope="module")
+def two():
+    with lc.Cluster(2, backend="gloo", timeout=60) as cl:
+        yield cl
+
+
+@pytest.fixture(scope="module")
+def three():
+    with lc.Cluster(3, backend="gloo", timeout=60) as cl:
+        yield cl
+
+
+@pytest.mark.parametrize("op", lc.bench.COLLECTIVES)
+def test_every_collective_passes_the_exact_check(two, three, op):
+    for cl, root in ((two, 1), (three, 2)):
+        df = lc.bench.sweep(cl, op, root=root, **SMALL)
+        assert len(df) > 0
+        if op == "barrier":
+            assert df["wrong"].tolist() == [-1] and (df["time_us"] > 0).all()
+            continue
+        assert set(df["placement"]) == set(lc.bench.PLACEMENTS)
+        assert (df["wrong"] == 0).all(), df[["size", "placement", "wrong"]]
+
+
+@pytest.mark.parametrize("redop", ["sum", "prod", "max", "min", "avg"])
+def test_every_reduction_is_exact(three, redop):
+    for op in ("all_reduce", "reduce_scatter", "reduce"):
+        for dtype in ("float", "bfloat16", "int32"):
+            if redop == "avg" and dtype == "int32":
+                continue  # gloo cannot average integers (tested below)
+            df = lc.bench.sweep(three, op, redop=redop, dtype=dtype, **SMALL)
+            assert (df["wrong"] == 0).all(), (op, dtype, df[["size", "placement", "wrong"]])
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce", "all_to_all", "scatter", "sendrecv"])
+def test_a_corrupted_result_is_caught(two, op):
+    df = lc.bench.sweep(two, op, corrupt=3, root=1, **{**SMALL, "min_bytes": 64})
+    checked_ranks = 1 if op == "reduce" else 2
+    # Every size has at least 8 output elements here, so each checked rank reports exactly 3.
+    assert (df["wrong"] == 3 * checked_ranks).all(), df[["size", "placement", "wrong"]]
+    assert "FAILED" in lc.bench.format_table(df)
+
+
+def test_columns_and_numbers_follow_the_contract(three):
+    df = lc.bench.sweep(three, "all_gather", dtype="half", **SMALL)
+    assert list(df.columns[:13]) == ["op", "size", "count", "type", "redop", "root", "ranks", "backend",
+                                     "placement", "time_us", "algbw", "busbw", "wrong"]
+    row = df.iloc[-1]
+    assert (row["type"], row["redop"], row["root"], row["ranks"], row["backend"]) == ("half", "none", -1, 3, "gloo")
+    assert row["size"] == row["count"] * 3 * 2  # all_gather: size = count x ranks x element size
+    assert row["algbw"] == pytest.approx(row["size"] / row["time_us"] / 1e3)
+    assert row["busbw"] == pytest.approx(row["algbw"] * 2 / 3)
+    assert df.attrs["params"]["ranks"] == 3 and len(df.attrs["log"]) == 3
+    assert "nccl" not in df.attrs  # gloo logs nothing of NCCL's
+
+
+def test_emulated_placements_are_labelled(two):
+    df = lc.bench.sweep(two, "all_reduce", **SMALL)
+    notes = dict(zip(df["placement"], df["note"]))
+    assert notes["out-of-place"].startswith("emulated") and notes["in-place"] == ""
+    assert "# note: all_reduce out-of-place: emulated" in lc.bench.format_table(df)
+    df = lc.bench.sweep(two, "all_to_all", placements=("in-place",), **SMALL)
+    assert df["note"].str.startswith("emulated").all()
+
+
+def test_bad_requests_fail_clearly_before_running(two):
+    with pytest.raises(ValueError, match="root must be a rank between 0 and 1"):
+        lc.bench.sweep(two, "broadcast", root=2, **SMALL)
+    with pytest.raises(ValueError, match="unknown reduction"):
+        lc.bench.sweep(two, "all_reduce", redop="mean", **SMALL)
+    with pytest.raises(MemoryError, match="Nothing was allocated"):
+        lc.bench.sweep(two, "all_reduce", max_bytes="64T", progress=False)
+    with pytest.raises(lc.RankError, match="gloo cannot average int32"):
+        lc.bench.sweep(two, "all_reduce", redop="avg", dtype="int32", **SMALL)
+    assert lc.bench.sweep(two, "all_reduce", **SMALL)["wrong"].eq(0).all()  # the cluster recovered
+
+
+def test_sweep_with_env_runs_on_a_fresh_cluster_and_check_off(two):
+    df = lc.bench.sweep(two, "broadcast", env={"NCCL_DEBUG": "INFO"}, check=False, **SMALL)
+    assert (df["wrong"] == -1).all() and df.attrs["params"]["env"] == {"NCCL_DEBUG": "INFO"}
+    assert not two.closed and all(math.isfinite(t) for t in df["time_us"])
+    assert "N/A" in lc.bench.format_table(df)
+
+
+@pytest.mark.skipif(not lc.has_gpus(2), reason="needs 2 GPUs for NCCL; the gloo tests above cover the CPU path")
+def test_nccl_sweep_checks_and_reports_what_nccl_chose():
+    with lc.Cluster(2, backend="nccl") as cl:
+        for op in OPS:
+            df = lc.bench.sweep(cl, op, env={"NCCL_DEBUG": "INFO"}, **SMALL)
+            assert (df["wrong"] == 0).all() and df["backend"].eq("nccl").all()
+            assert df.attrs["nccl"].version
