@@ -39,7 +39,8 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
     contention : transfers that share a link share its bandwidth.
     elements : numbers carried per chunk when values are on.
     seed : seed for the random integer inputs.
-    **options : passed to the schedule builder (``root``, ``pipeline``, ``order``, ...).
+    **options : passed to the schedule builder (``root``, ``pipeline``, ``order``,
+        ``gpus_per_node`` -- taken from the topology's nodes when it has several).
 
     Example
     -------
@@ -47,8 +48,10 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
     >>> t.verify(); t.schedule.n_steps
     6
     """
-    schedule = build(op, algorithm, ranks, nbytes, **options)
     topo = topologies.uniform(ranks) if topology is None else topology
+    if algorithm == "hierarchical" and "gpus_per_node" not in options and topo.nodes > 1:
+        options["gpus_per_node"] = ranks // topo.nodes
+    schedule = build(op, algorithm, ranks, nbytes, **options)
     return run(schedule, topo, reduce_op=reduce_op, values=values, contention=contention,
                elements=elements, seed=seed)
 

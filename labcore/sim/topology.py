@@ -152,6 +152,7 @@ class Graph(Topology):
     gamma_rank, gamma_switch : seconds per byte reduced by a rank / by a switch.
     launch_s : fixed start-up time of every collective.
     notes : where each number comes from.
+    no_transit : nodes that routes may end at but not pass through (e.g. a switch's reduction engine).
 
     Example
     -------
@@ -170,6 +171,7 @@ class Graph(Topology):
     gamma_switch: float = 0.0
     launch_s: float = 0.0
     notes: dict = field(default_factory=dict)
+    no_transit: Sequence[int] = ()
 
     def __post_init__(self) -> None:
         self.switch_agents = len(self.reducing)
@@ -192,7 +194,7 @@ class Graph(Topology):
             heap = [(0, 0.0, s)]
             while heap:
                 h, lat, u = heapq.heappop(heap)
-                if best.get(u, (h, lat)) < (h, lat):
+                if best.get(u, (h, lat)) < (h, lat) or (u != s and u in self.no_transit):
                     continue
                 for i in self._out[u]:
                     v, cand = self.links[i].dst, (h + 1, lat + self.links[i].latency)

@@ -1,0 +1,85 @@
+"""Property tests of the simulator: every algorithm, ranks 1..17, random sizes and machines.
+
+Values are exact (checked against numpy for sum, max, min, prod), the time with
+contention off equals the closed form of labcore.sim.cost, and busbw never
+exceeds what a rank's port allows.
+"""
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import labcore.sim as sim
+from labcore.sim import cost
+from labcore.sim.collectives import busbw_factor
+from labcore.sim.schedules import ALGORITHMS
+
+CASES = [(c, a) for c, algs in ALGORITHMS.items() for a in algs]
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True)
+
+
+def _options(draw, collective, algorithm, ranks):
+    opts = {}
+    if algorithm == "hierarchical":
+        opts["gpus_per_node"] = draw(st.sampled_from([d for d in range(1, ranks + 1) if ranks % d == 0]))
+    if algorithm in ("tree", "double_tree", "chain", "in_network", "nvls"):
+        opts["pipeline"] = draw(st.integers(1, 6))
+    if collective in ("broadcast", "reduce"):
+        opts["root"] = draw(st.integers(0, ranks - 1))
+    return opts
+
+
+@pytest.mark.parametrize("collective,algorithm", CASES)
+@SETTINGS
+@given(data=st.data())
+def test_values_are_exact(collective, algorithm, data):
+    ranks = data.draw(st.integers(1, 17), label="ranks")
+    opts = _options(data.draw, collective, algorithm, ranks)
+    op = data.draw(st.sampled_from(["sum", "max", "min", "prod"]), label="reduce_op")
+    trace = sim.simulate(collective, algorithm, ranks, nbytes=data.draw(st.integers(1, 1 << 30)), reduce_op=op,
+                         elements=2, seed=data.draw(st.integers(0, 1000)), **opts)
+    trace.verify()
+
+
+@pytest.mark.parametrize("collective,algorithm", CASES)
+@SETTINGS
+@given(data=st.data())
+def test_time_equals_closed_form_without_contention(collective, algorithm, data):
+    ranks = data.draw(st.integers(1, 17), label="ranks")
+    opts = _options(data.draw, collective, algorithm, ranks)
+    nbytes = data.draw(st.integers(1, 1 << 34), label="nbytes")
+    alpha = data.draw(st.floats(0, 1e-3), label="alpha")
+    bandwidth = data.draw(st.floats(1e6, 1e12), label="bandwidth")
+    gamma = data.draw(st.sampled_from([0.0, 1e-11, 1e-9]), label="gamma")
+    topo = sim.topologies.uniform(ranks, alpha=alpha, bandwidth=bandwidth, gamma=gamma)
+    trace = sim.simulate(collective, algorithm, ranks, nbytes, topology=topo, contention=False, values=False, **opts)
+    expected = cost.time(collective, algorithm, ranks, nbytes, alpha, 1 / bandwidth, gamma, **opts)
+    assert math.isclose(trace.time_s, expected, rel_tol=1e-9, abs_tol=1e-18)
+
+
+@pytest.mark.parametrize("collective,algorithm", CASES)
+@SETTINGS
+@given(data=st.data())
+def test_busbw_never_above_the_port_bound(collective, algorithm, data):
+    ranks = data.draw(st.integers(2, 17), label="ranks")
+    opts = _options(data.draw, collective, algorithm, ranks)
+    bandwidth = data.draw(st.floats(1e6, 1e12), label="bandwidth")
+    topo = sim.topologies.switch(ranks, alpha=data.draw(st.floats(0, 1e-4)), bandwidth=bandwidth)
+    trace = sim.simulate(collective, algorithm, ranks, data.draw(st.integers(1, 1 << 34)), topology=topo,
+                         values=False, **opts)
+    # a reducing switch lets each rank send and receive the buffer once: algbw <= bandwidth
+    bound = bandwidth * (busbw_factor(collective, ranks) if algorithm in ("in_network", "nvls") else 1.0)
+    assert trace.busbw * 1e9 <= bound * (1 + 1e-9)
+    assert trace.time_s >= trace.lower_bound_s() * (1 - 1e-9) or algorithm in ("in_network", "nvls")
+
+
+@pytest.mark.parametrize("collective,algorithm", CASES)
+def test_every_rank_count_from_1_to_17(collective, algorithm):
+    for ranks in range(1, 18):
+        opts = {"gpus_per_node": max(d for d in range(1, 5) if ranks % d == 0)} if algorithm == "hierarchical" else {}
+        topo = sim.topologies.uniform(ranks, alpha=2e-6, bandwidth=3e9, gamma=1e-10)
+        trace = sim.simulate(collective, algorithm, ranks, 1000 * ranks + 7, topology=topo, contention=False, **opts)
+        trace.verify()
+        expected = cost.time(collective, algorithm, ranks, 1000 * ranks + 7, 2e-6, 1 / 3e9, 1e-10, **opts)
+        assert math.isclose(trace.time_s, expected, rel_tol=1e-9, abs_tol=1e-18), ranks
