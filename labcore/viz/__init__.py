@@ -1,11 +1,13 @@
 """Figures and explorers of the lab (plotly and ipywidgets).
 
 - simulated collectives (labcore.sim traces): :func:`chunk_flow` (animation),
-  :func:`captions`;
+  :func:`captions`, :func:`still` (one step as a static figure), :func:`link_timeline`
+  (which link carries what, when) and :func:`link_usage`;
 - measurements (bench DataFrames): :func:`measurement_plot`, :func:`crossover_plot`,
   :func:`topology_heatmap`.
 """
 from labcore.viz.chunk_flow import captions, chunk_flow, still
+from labcore.viz.timeline import link_timeline, link_usage
 from labcore.viz.measure import crossover_plot, measurement_plot, topology_heatmap
 
-__all__ = ["captions", "chunk_flow", "still", "crossover_plot", "measurement_plot", "topology_heatmap"]
+__all__ = ["captions", "chunk_flow", "still", "link_timeline", "link_usage", "crossover_plot", "measurement_plot", "topology_heatmap"]

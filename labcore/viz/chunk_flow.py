@@ -160,8 +160,9 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
                 ys += [p.xy[a, 1], p.xy[b, 1], None]
         data.append({"type": "scatter", "x": xs, "y": ys, "mode": "lines", "hoverinfo": "skip",
                      "line": {"color": "#c8c8c8", "width": 2, "dash": style}, "showlegend": False})
-    x0, x1 = p.xy[:, 0].min() - 0.35, p.xy[:, 0].max() + 0.35
-    y0, y1 = p.xy[:, 1].min() - 0.3, p.xy[:, 1].max() + 0.75
+    corners = np.vstack([p.xy] + [[[b[0], b[1]], [b[2], b[3]]] for b in p.boxes])
+    x0, x1 = corners[:, 0].min() - 0.35, corners[:, 0].max() + 0.35
+    y0, y1 = corners[:, 1].min() - 0.3, corners[:, 1].max() + 0.75
     px_per_unit = 0.5 * width * 0.9 / max(x1 - x0, y1 - y0)
     node_px = float(np.clip(2 * p.radius * px_per_unit, 12, 44))
     names = [_agent_name(a, P) for a in range(A)]

@@ -100,11 +100,15 @@ def _hierarchical(nodes: tuple[int, ...], order, ranks: int) -> Placement:
     node_of = np.asarray(nodes) if len(nodes) else np.zeros(ranks, dtype=int)
     n_nodes = int(node_of.max()) + 1
     cols = min(n_nodes, 4)
-    order = list(order) or list(range(ranks))
+    order = list(order)
     xy = np.zeros((ranks, 2))
     boxes, edges = [], []
     for k in range(n_nodes):
-        members = [r for r in order if node_of[r] == k]
+        local = [r for r in range(ranks) if node_of[r] == k]
+        if sorted(order) == list(range(len(local))):   # order of local ranks, the same on every node
+            members = [local[i] for i in order]
+        else:                                           # order of global ranks, or none
+            members = [r for r in order if node_of[r] == k] or local
         cx, cy = 2.6 * (k % cols), -2.6 * (k // cols)
         xy[members] = _circle(len(members), r=0.8, cx=cx, cy=cy) if len(members) > 1 else (cx, cy)
         boxes.append((cx - 1.15, cy - 1.15, cx + 1.15, cy + 1.15, f"node {k}"))
