@@ -130,7 +130,7 @@ def lower_bound(collective: str, ranks: int, nbytes: float, beta: float, alpha: 
 
     Example
     -------
-    >>> lower_bound("all_reduce", 4, 1000, beta=1e-9) * 1e9
+    >>> round(lower_bound("all_reduce", 4, 1000, beta=1e-9) * 1e9, 6)
     1500.0
     """
     if ranks == 1:

@@ -12,7 +12,7 @@ Example
 -------
 >>> t = nvswitch(8)
 >>> round(t.port_bandwidth() / 1e9)           # GB/s achievable per GPU and direction
-369
+370
 >>> ring(6).routes([0], [3]).shape            # three hops around the ring
 (1, 3)
 """
@@ -233,8 +233,8 @@ def calibrated(fit, ranks: int | None = None) -> Uniform:
     Example
     -------
     >>> from types import SimpleNamespace
-    >>> calibrated(SimpleNamespace(alpha=5e-5, beta=1e-9, ranks=2)).notes["bandwidth"]
-    1000000000.0
+    >>> round(calibrated(SimpleNamespace(alpha=5e-5, beta=1e-9, ranks=2)).notes["bandwidth"])
+    1000000000
     """
     params = fit.params(ranks) if hasattr(fit, "params") else fit
     p = ranks or params.ranks

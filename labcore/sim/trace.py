@@ -104,7 +104,7 @@ class Transfer:
     Example
     -------
     >>> Transfer(0, 1, chunk=2, op="reduce")
-    Transfer(src=0, dst=1, chunk=2, nbytes=None, op='reduce')
+    Transfer(src=0, dst=1, chunk=2, nbytes=None, op='reduce', channel=0)
     """
 
     src: int
