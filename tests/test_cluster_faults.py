@@ -50,7 +50,9 @@ def test_exception_on_one_rank_names_it_with_traceback(cluster):
     assert time.monotonic() - start < cluster.timeout  # reported at once, not at the deadline
     assert err.value.rank == 1 and err.value.restarted
     assert "rank 1 raised ValueError: shape mismatch on purpose" in str(err.value)
-    assert "in boom" in str(err.value)  # the remote traceback
+    assert "in boom" in str(err.value)  # the remote traceback...
+    assert __file__ in str(err.value)  # ...with the file and line where boom was written
+    assert 'raise ValueError("shape mismatch on purpose")' in str(err.value)
     assert cluster.run(_total) == [float(cluster.world_size)] * cluster.world_size
     assert cluster.restarts == 1
 
@@ -110,7 +112,7 @@ def test_mismatched_collectives_give_a_hang_report(cluster):
     assert report.stuck[0].collective == "all_reduce"
     assert any(where.collective == "broadcast" for where in report.stuck.values())
     assert "different collectives" in str(err.value)
-    assert "mismatch" in str(report.stuck[0])  # the user's function is named
+    assert f"called from mismatch ({__file__}" in str(report.stuck[0])  # the user's function and file
     assert _alive(old) == []
     assert cluster.run(_total) == [float(cluster.world_size)] * cluster.world_size
 

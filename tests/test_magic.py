@@ -50,3 +50,12 @@ def test_pull_of_unknown_name_is_clear(ip):
 
     with pytest.raises(RankError, match="name 'nope' is not defined on rank 0"):
         magic.get_cluster(2, "gloo").pull("nope")
+
+
+def test_hang_in_a_cell_points_at_the_cell():
+    from labcore.live import CollectiveTimeout
+
+    with pytest.raises(CollectiveTimeout) as err:
+        magic.ranks("2 --backend gloo --timeout 2", "if rank == 0:\n    dist.recv(torch.zeros(1), src=1)\n")
+    where = err.value.report.stuck[0]
+    assert where.collective == "recv" and "%%ranks cell" in where.user_frame and "line 2" in where.user_frame

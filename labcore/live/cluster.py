@@ -20,7 +20,7 @@ from multiprocessing.connection import wait
 
 import cloudpickle
 
-from labcore.live import hang
+from labcore.live import hang, source
 from labcore.live.errors import ClusterError, CollectiveTimeout, HangReport, RankDied, RankError
 from labcore.live.sysinfo import choose_backend
 
@@ -195,6 +195,7 @@ class Cluster:
         self._group: _Group | None = None
         self._finalizer = None
         self._fault: str | None = None
+        self._origins: dict[str, str] = {}  # where the current call's functions were defined
         self._start()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -275,14 +276,14 @@ class Cluster:
             raise TypeError(f"cannot send {getattr(fn, '__name__', fn)!r} or its arguments to the ranks: "
                             f"{type(exc).__name__}: {exc}. Pass plain data (numbers, lists, arrays, "
                             "CPU tensors) and create files, locks or sockets on the ranks.") from None
-        return self._request("run", payload, timeout)
+        return self._request("run", payload, timeout, source.code_origins(fn))
 
-    def exec(self, source: str, timeout: float | None = None) -> list:
+    def exec(self, code: str, timeout: float | None = None) -> list:
         """Run code on every rank in that rank's own namespace (what ``%%ranks`` does).
 
         Returns, per rank, the repr of the code's last expression or None.
         """
-        return self._request("exec", source.encode(), timeout)
+        return self._request("exec", code.encode(), timeout)
 
     def pull(self, name: str, timeout: float | None = None) -> list:
         """The value of ``name`` in each rank's ``%%ranks`` namespace, in rank order."""
@@ -292,8 +293,10 @@ class Cluster:
         """Define names in every rank's ``%%ranks`` namespace, e.g. ``cl.push(n=1024)``."""
         self._request("push", cloudpickle.dumps(values), timeout)
 
-    def _request(self, kind: str, payload: bytes, timeout: float | None) -> list:
+    def _request(self, kind: str, payload: bytes, timeout: float | None,
+                 origins: dict[str, str] | None = None) -> list:
         self._ensure_running()
+        self._origins = origins or {}
         timeout = self.timeout if timeout is None else float(timeout)
         for rank, conn in enumerate(self._group.conns):
             try:
@@ -336,7 +339,8 @@ class Cluster:
                     if status == "ok":
                         results[rank] = self._unpack(rank, body)
                     else:
-                        errors[rank] = body
+                        name, message, tb = body
+                        errors[rank] = (name, message, source.restore_frames(tb, self._origins))
                         deadline = min(deadline, time.monotonic() + _ERROR_GRACE_S)
         except KeyboardInterrupt:
             self._fault = "the previous call was interrupted"
@@ -371,7 +375,8 @@ class Cluster:
     def _hang(self, timeout: float, finished: list[int], stuck: list[int]):
         dumps = self._group.stack_dumps(stuck)
         self._emit()
-        report = HangReport(timeout, finished, {r: hang.summarize(dumps[r]) for r in stuck})
+        report = HangReport(timeout, finished,
+                            {r: hang.summarize(source.restore_frames(dumps[r], self._origins)) for r in stuck})
         self._fault = "the previous call timed out"
         self._discard()
         raise CollectiveTimeout(report)

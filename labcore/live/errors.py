@@ -74,9 +74,13 @@ class HangReport:
         if len(collectives) > 1:
             lines.append("Ranks are waiting in different collectives: every rank must call the "
                          "same collectives in the same order.")
-        elif self.finished and self.stuck:
+        elif not collectives:
+            lines.append("No stuck rank is inside a collective: they are running Python code (a long "
+                         "loop, a sleep?). If the work is just slow, raise the timeout: "
+                         "Cluster(..., timeout=s) or cl.call(fn, timeout=s).")
+        elif self.finished:
             lines.append("Some ranks finished while others wait: a collective or recv that not "
-                         "every rank (or no sender) reached.")
+                         "every rank reached (or that no rank sends to).")
         return "\n".join(lines)
 
 

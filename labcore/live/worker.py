@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import ctypes
 import faulthandler
+import itertools
+import linecache
 import os
 import signal
 import sys
@@ -60,16 +62,30 @@ def _to_cpu(value):
     return value
 
 
+_cell_numbers = itertools.count(1)
+
+
 def _exec_cell(source: str, namespace: dict):
     """Run a ``%%ranks`` cell in this rank's namespace; return the last expression's value, like IPython."""
-    tree = ast.parse(source, filename="<%%ranks cell>")
+    filename = f"<%%ranks cell {next(_cell_numbers)}>"
+    # Registered so tracebacks and hang reports can quote the cell's lines.
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    tree = ast.parse(source, filename=filename)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
-    exec(compile(tree, "<%%ranks cell>", "exec"), namespace)
+    exec(compile(tree, filename, "exec"), namespace)
     if last is not None:
-        return eval(compile(last, "<%%ranks cell>", "eval"), namespace)
+        return eval(compile(last, filename, "eval"), namespace)
     return None
+
+
+def _describe(exc: BaseException, skip_own_frames: bool = False) -> tuple[str, str, str]:
+    """Type name, message and traceback text; the worker's own frames are noise to a learner."""
+    tb = exc.__traceback__
+    while skip_own_frames and tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    return type(exc).__name__, str(exc), "".join(traceback.format_exception(type(exc), exc, tb))
 
 
 class _Worker:
@@ -109,8 +125,7 @@ class _Worker:
             try:
                 reply = ("ok", cloudpickle.dumps(_to_cpu(self.handle(kind, payload))))
             except BaseException as exc:  # report everything, even SystemExit from user code
-                tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-                reply = ("error", (type(exc).__name__, str(exc), tb))
+                reply = ("error", _describe(exc, skip_own_frames=True))
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()
@@ -144,8 +159,7 @@ def main(conn, rank: int, world_size: int, backend: str, store_path: str, run_di
         info = RankInfo(rank, world_size, rank, backend, local)
         _set_current(info)
     except BaseException as exc:
-        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        conn.send(("error", (type(exc).__name__, str(exc), tb)))
+        conn.send(("error", _describe(exc)))
         return
     conn.send(("ok", cloudpickle.dumps(None)))
     try:
