@@ -15,7 +15,8 @@ Example
 """
 from __future__ import annotations
 
-from labcore.sim import topologies
+from labcore.sim import cost, topologies, tuner
+from labcore.sim.calibration import Calibration, calibrate
 from labcore.sim.engine import run
 from labcore.sim.schedules import ALGORITHMS, build
 from labcore.sim.trace import Layout, Schedule, ScheduleError, Trace, Transfer
@@ -57,4 +58,4 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
 
 
 __all__ = ["simulate", "run", "build", "ALGORITHMS", "Schedule", "Transfer", "Layout", "Trace",
-           "ScheduleError", "topologies"]
+           "ScheduleError", "topologies", "cost", "tuner", "calibrate", "Calibration"]

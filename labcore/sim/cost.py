@@ -5,7 +5,7 @@ collective communication operations in MPICH", IJHPCA 19(1), 2005): sending
 m bytes between two ranks takes alpha + m*beta, reducing m bytes takes m*gamma;
 p ranks, n bytes (the size nccl-tests reports). Each function returns the
 coefficients (a, b, c) of time = a*alpha + b*beta + c*gamma, so that a fit
-(see :mod:`labcore.sim.calibrate`) and the simulator share one formula.
+(see :mod:`labcore.sim.calibration`) and the simulator share one formula.
 
 With the uniform topology and contention off, the simulator's time for every
 algorithm equals ``time(...)`` here to rounding; the tests check it.

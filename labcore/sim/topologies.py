@@ -227,7 +227,7 @@ def multinode(nodes: int = 4, gpus_per_node: int = 8, nic_bandwidth: float = NIC
 def calibrated(fit, ranks: int | None = None) -> Uniform:
     """A uniform topology whose alpha and beta were fitted to measurements.
 
-    ``fit`` is a :class:`labcore.sim.calibrate.Calibration` (the fit for ``ranks``, or the only
+    ``fit`` is a :class:`labcore.sim.calibration.Calibration` (the fit for ``ranks``, or the only
     one) or any object with ``alpha`` and ``beta`` attributes (and ``ranks``).
 
     Example

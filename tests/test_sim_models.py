@@ -1,0 +1,86 @@
+"""NCCL tuner model and alpha-beta calibration."""
+import math
+
+import numpy as np
+import pytest
+
+import labcore.sim as sim
+from labcore.sim import tuner
+from labcore.sim.calibration import synthetic
+
+H100 = tuner.MACHINES["nvswitch8"]
+
+
+def test_tuner_latency_and_bandwidth_follow_nccl_constants():
+    est = {e.name: e for e in tuner.table("all_reduce", 8, H100)}
+    assert math.isclose(est["Ring/LL"].latency_us, 6.6 + 14 * 0.6)         # base + 2(n-1) NVLink hops
+    assert math.isclose(est["Tree/LL"].latency_us, 6.8 + 2 * 7 * 0.6)       # base + 2 (ppn-1) hops
+    assert math.isclose(est["NVLS/Simple"].latency_us, 25.0)
+    assert math.isclose(est["Ring/Simple"].algbw_gbs, 18 * 20.6 * 8 / 14)   # busBw x n / nsteps
+    assert math.isclose(est["Ring/LL"].algbw_gbs, 141 * 8 / 14)             # capped at llMaxBw
+    assert est["NVLS/LL"].time_us is None                                   # NVLS is Simple only
+
+
+def test_tuner_picks_low_latency_small_and_high_bandwidth_large():
+    assert tuner.predict("all_reduce", 8, H100).protocol == "LL"
+    assert tuner.predict("all_reduce", 1 << 30, H100).name == "NVLS/Simple"
+    no_nvls = tuner.Machine(nvls=False)
+    assert tuner.predict("all_reduce", 1 << 30, no_nvls).name == "Ring/Simple"
+    assert tuner.predict("all_gather", 1 << 30, H100).algorithm == "Ring"
+    with pytest.raises(ValueError, match="covers"):
+        tuner.table("all_to_all", 8, H100)
+
+
+def test_crossovers_are_where_the_choice_changes():
+    for machine in tuner.MACHINES.values():
+        points = tuner.crossovers("all_reduce", machine)
+        assert points, machine
+        sizes = [s for s, _, _ in points]
+        assert sizes == sorted(sizes)
+        for size, before, after in points:
+            assert before != after
+            assert tuner.predict("all_reduce", size - 1, machine).name == before
+            assert tuner.predict("all_reduce", size, machine).name == after
+    frame = tuner.sweep("all_reduce", H100, [8, 1 << 20, 1 << 30])
+    assert frame.groupby("size")["chosen"].sum().tolist() == [1, 1, 1]
+
+
+def test_simulated_small_message_matches_tuner_latency():
+    small = sim.simulate("all_reduce", "ring", 8, 8, topology=sim.topologies.nvswitch(8))
+    assert abs(small.time_s * 1e6 - tuner.predict("all_reduce", 8, H100).time_us) < 0.1
+
+
+@pytest.mark.parametrize("ranks", [2, 4, 8])
+def test_calibration_recovers_known_parameters_from_noisy_data(ranks):
+    df = synthetic(ranks=(ranks,), alpha=40e-6, beta=1 / 2e9, noise=0.03, seed=ranks)
+    cal = sim.calibrate(df)
+    fit = cal.params(ranks)
+    assert abs(fit.alpha / 40e-6 - 1) < 0.1 and abs(fit.bandwidth / 2e9 - 1) < 0.05
+    assert cal.median_error(ranks, 4 << 10, 64 << 20) < 0.05
+    assert set(cal.errors.columns) >= {"ranks", "size", "measured_us", "predicted_us", "error"}
+    topo = cal.topology(ranks)
+    t = sim.simulate("all_reduce", "ring", ranks, 1 << 20, topology=topo, values=False, contention=False)
+    assert math.isclose(t.time_s, float(cal.predict(1 << 20, ranks)), rel_tol=1e-9)
+
+
+def test_relative_fit_beats_plain_least_squares_on_small_sizes():
+    df = synthetic(ranks=(2, 4), noise=0.05, seed=3)
+    rel, plain = sim.calibrate(df), sim.calibrate(df, relative=False)
+    for r in (2, 4):
+        assert rel.median_error(r) < plain.median_error(r)
+
+
+def test_calibration_accepts_a_full_bench_frame_and_says_what_is_wrong():
+    df = synthetic(ranks=(2,), noise=0.0)
+    both = df.assign(placement="in-place")
+    full = __import__("pandas").concat([df, both, df.assign(op="all_gather")], ignore_index=True)
+    full["busbw"] = 1.0
+    cal = sim.calibrate(full, op="all_reduce")
+    assert cal.params(2).points == len(df)
+    with pytest.raises(ValueError, match="choose one with op="):
+        sim.calibrate(full)
+    with pytest.raises(ValueError, match="lacks columns"):
+        sim.calibrate(df.drop(columns="time_us"))
+    with pytest.raises(ValueError, match="no fit for 8 ranks"):
+        cal.params(8)
+    assert np.isfinite(cal.summary()["median_error"]).all()
