@@ -163,7 +163,10 @@ class Exercise:
         print(self)
 
     def __repr__(self) -> str:
-        return f"{self.title}\n{self.prompt}"
+        return f"{self.title}\n{self._prompt_text()}"
+
+    def _prompt_text(self) -> str:
+        return self.prompt
 
     # -- for subclasses ---------------------------------------------------------
     def _check(self, answer: Any, **context: Any) -> str | None:
@@ -213,7 +216,7 @@ class ValueExercise(Exercise):
         mistake get that message instead of the generic one.
     given
         Numbers the question is about, passed to callable ``expected`` and
-        ``mistakes`` entries.
+        ``mistakes`` entries; the prompt may show them as ``{name}`` fields.
 
     Example
     -------
@@ -239,6 +242,10 @@ class ValueExercise(Exercise):
         """Set the numbers the question is about (e.g. a measured time); returns self."""
         self.given.update(given)
         return self
+
+    def _prompt_text(self) -> str:
+        # a prompt may name the given numbers, e.g. "{time_us:.1f} us"
+        return self.prompt.format(**self.given) if self.given else self.prompt
 
     def expected_value(self) -> Any:
         """The right answer for the current ``given`` numbers."""
