@@ -84,3 +84,27 @@ def test_calibration_accepts_a_full_bench_frame_and_says_what_is_wrong():
     with pytest.raises(ValueError, match="no fit for 8 ranks"):
         cal.params(8)
     assert np.isfinite(cal.summary()["median_error"]).all()
+
+
+def test_cli_prints_steps_time_bandwidth_and_bound(capsys):
+    from labcore.sim.cli import main
+
+    assert main(["all_reduce", "--algo", "ring", "-n", "8", "--size", "64M", "--topology", "nvswitch8"]) == 0
+    out = capsys.readouterr().out
+    for text in ("step 0 [reduce-scatter]", "time ", "algbw", "busbw", "lower bound", "verified"):
+        assert text in out
+    assert main(["all_reduce", "--algo", "auto", "-n", "8", "--size", "1G", "--topology", "nvswitch8",
+                 "--no-values"]) == 0
+    assert "NCCL's tuner picks NVLS/Simple" in capsys.readouterr().out
+    assert main(["reduce", "--algo", "binomial", "-n", "5", "-b", "8", "-e", "1K", "-f", "4"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2 + 4
+
+
+def test_cli_runs_as_a_module():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "labcore", "sim", "all_to_all", "--algo", "pairwise", "-n", "4",
+                           "--size", "4K"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "busbw" in done.stdout

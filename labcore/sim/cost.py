@@ -23,7 +23,20 @@ import math
 
 from labcore.sim.collectives import busbw_factor
 
-DEFAULT_PIPELINE = 8
+PIPELINE_SLICE = 512 << 10
+MAX_PIPELINE = 256
+
+
+def default_pipeline(nbytes: float) -> int:
+    """Pieces a pipelined algorithm cuts the buffer into by default: one per 512 KiB, the slice
+    NCCL's Simple protocol moves per step (NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8), at most 256.
+
+    Example
+    -------
+    >>> default_pipeline(8), default_pipeline(4 << 20), default_pipeline(1 << 30)
+    (1, 8, 256)
+    """
+    return int(min(MAX_PIPELINE, max(1, -(-int(nbytes) // PIPELINE_SLICE))))
 
 
 def _ring(p: int, n: float, phases: int, reduce_phases: int):
@@ -56,7 +69,8 @@ def coefficients(collective: str, algorithm: str, ranks: int, nbytes: float, **o
     ``gpus_per_node`` for hierarchical; ``root`` is accepted and ignored.
     """
     p, n = ranks, float(nbytes)
-    k = max(1, int(options.get("pipeline", DEFAULT_PIPELINE)))
+    k = options.get("pipeline")
+    k = default_pipeline(n) if k is None else max(1, int(k))
     if p == 1:
         return (0, 0.0, 0.0)
     key = (collective, algorithm)

@@ -60,6 +60,14 @@ class Topology:
         out = self.routes(np.arange(self.ranks), (np.arange(self.ranks) + 1) % self.ranks)[:, 0]
         return float(self.bandwidth[out].min()) if self.ranks > 1 else float(self.bandwidth.max())
 
+    def hop_latency(self) -> float:
+        """The smallest latency between two ranks (the alpha of the latency bound)."""
+        if self.ranks < 2:
+            return 0.0
+        r = np.arange(self.ranks)
+        links = self.routes(r, (r + 1) % self.ranks)
+        return float(np.where(links >= 0, self.latency[np.maximum(links, 0)], 0.0).sum(axis=1).min())
+
     @property
     def nodes(self) -> int:
         return int(self.node_of.max()) + 1

@@ -268,15 +268,15 @@ class Schedule:
         head = (f"{self.collective} {self.algorithm!r}: {self.ranks} ranks, {self.chunks} chunks of "
                 f"{_fmt_bytes(self.chunk_bytes)}, {self.n_steps} steps")
         lines = [head]
-        shown = 0
-        for s, transfers in enumerate(self.steps() if self.n_transfers <= 2000 else []):
+        for s, sl in enumerate(self.step_slices()[:64]):
             label = f" [{self.phases[s]}]" if s < len(self.phases) and self.phases[s] else ""
-            body = ", ".join(f"{t.src}->{t.dst} c{t.chunk} {t.op} {_fmt_bytes(t.nbytes)}" for t in transfers)
-            lines.append(f"step {s}{label}: {body}")
-            shown += 1
-            if shown >= 64:
-                lines.append(f"... {self.n_steps - shown} more steps")
-                break
+            cols = zip(self.src[sl][:32].tolist(), self.dst[sl][:32].tolist(), self.chunk[sl][:32].tolist(),
+                       self.reduce[sl][:32].tolist(), self.size[sl][:32].tolist())
+            body = ", ".join(f"{a}->{b} c{c} {'reduce' if r else 'copy'} {_fmt_bytes(n)}" for a, b, c, r, n in cols)
+            more = sl.stop - sl.start - 32
+            lines.append(f"step {s}{label}: {body}" + (f", ... {more} more" if more > 0 else ""))
+        if self.n_steps > 64:
+            lines.append(f"... {self.n_steps - 64} more steps")
         return "\n".join(lines)
 
 
@@ -358,11 +358,14 @@ class Trace:
         return self.algbw * collectives.busbw_factor(self.schedule.collective, self.schedule.ranks)
 
     def lower_bound_s(self) -> float:
-        """Least time any algorithm needs for this collective on this topology's slowest rank port."""
+        """Least time any algorithm needs for this collective when each rank sends and receives
+        at its port bandwidth at once (in-network algorithms: with a reducing switch), plus
+        the topology's launch latency; see :func:`labcore.sim.cost.lower_bound`."""
         from labcore.sim.cost import lower_bound
 
-        s = self.schedule
-        return lower_bound(s.collective, s.ranks, s.nbytes, beta=1.0 / self.topology.port_bandwidth())
+        s, topo = self.schedule, self.topology
+        return topo.launch_s + lower_bound(s.collective, s.ranks, s.nbytes, beta=1.0 / topo.port_bandwidth(),
+                                           alpha=topo.hop_latency(), in_network=s.switches > 0)
 
     def summary(self) -> dict[str, Any]:
         """Headline numbers of the run as a dict (time in us, bandwidths in GB/s)."""

@@ -1,5 +1,8 @@
 """Schedule builders, one per (collective, algorithm); :func:`build` picks one by name.
 
+Pipelined algorithms (chain, tree, double_tree, in_network, nvls) take ``pipeline``,
+the number of pieces; by default one per 512 KiB (:func:`labcore.sim.cost.default_pipeline`).
+
 Example
 -------
 >>> build("all_reduce", "ring", ranks=4, nbytes=1024).n_steps

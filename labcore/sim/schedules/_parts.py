@@ -20,7 +20,7 @@ class Parts:
 
     def __init__(self) -> None:
         self.cols: list[tuple] = []
-        self.labels: dict[int, str] = {}
+        self.labels: dict[int, list[str]] = {}
 
     def add(self, step, src, dst, chunk, reduce: bool, channel=0, size=None, label: str = "") -> None:
         """Add transfers; arguments broadcast against each other. ``size`` None = the chunk size."""
@@ -31,7 +31,9 @@ class Parts:
             self.cols.append((*flat, np.full(flat[0].size, bool(reduce))))
             if label:
                 for s in np.unique(flat[0]).tolist():
-                    self.labels.setdefault(int(s), label)
+                    names = self.labels.setdefault(int(s), [])
+                    if label not in names:
+                        names.append(label)
 
     def schedule(self, collective: str, algorithm: str, ranks: int, nbytes: float, chunks: int, root: int = 0,
                  switches: int = 0, layout: Layout | None = None, params: dict | None = None) -> Schedule:
@@ -47,7 +49,7 @@ class Parts:
         cols = [c[order] for c in (step, src, dst, chunk, size, red, channel)]
         return Schedule(collective, algorithm, ranks, nbytes, chunks, *cols[:6], n_steps=n_steps, root=root,
                         switches=switches, layout=layout or Layout(switches=switches),
-                        phases=tuple(self.labels.get(s, "") for s in range(n_steps)), params=params or {},
+                        phases=tuple(" + ".join(self.labels.get(s, [])) for s in range(n_steps)), params=params or {},
                         channel=cols[6])
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from labcore.sim.cost import DEFAULT_PIPELINE
+from labcore.sim.cost import default_pipeline
 from labcore.sim.schedules._parts import Parts, ring_phase
 from labcore.sim.trace import Layout, Schedule
 
@@ -55,10 +55,10 @@ def ring_all_reduce(ranks: int, nbytes: float, order=None) -> Schedule:
     return _ring("all_reduce", ranks, nbytes, order, [(-1, True, "reduce-scatter"), (0, False, "all-gather")])
 
 
-def chain_broadcast(ranks: int, nbytes: float, root: int = 0, pipeline: int = DEFAULT_PIPELINE) -> Schedule:
+def chain_broadcast(ranks: int, nbytes: float, root: int = 0, pipeline: int | None = None) -> Schedule:
     """Pipelined chain (ring) broadcast: the root's buffer cut in k = ``pipeline`` pieces flows
     down the chain root, root+1, ...; p-1+k-1 steps of n/k bytes (NCCL's ring broadcast)."""
-    k = max(1, int(pipeline))
+    k = default_pipeline(nbytes) if pipeline is None else max(1, int(pipeline))
     o = (root + np.arange(ranks)) % ranks
     j, h = np.meshgrid(np.arange(k), np.arange(ranks - 1), indexing="ij")   # piece j crosses hop h at step j+h
     parts = Parts()

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from labcore.sim.cost import DEFAULT_PIPELINE
+from labcore.sim.cost import default_pipeline
 from labcore.sim.schedules._parts import Parts
 from labcore.sim.trace import Layout, Schedule
 
 
-def in_network_all_reduce(ranks: int, nbytes: float, pipeline: int = DEFAULT_PIPELINE) -> Schedule:
+def in_network_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None) -> Schedule:
     """SHARP-style all-reduce through one reducing switch, pipelined in k = ``pipeline`` pieces."""
-    k = max(1, int(pipeline))
+    k = default_pipeline(nbytes) if pipeline is None else max(1, int(pipeline))
     sw = ranks
     r = np.arange(ranks)[None]
     j = np.arange(k)[:, None]
@@ -42,10 +42,10 @@ def in_network_all_reduce(ranks: int, nbytes: float, pipeline: int = DEFAULT_PIP
                           layout=Layout("switch", switches=1), params={"pipeline": k})
 
 
-def nvls_all_reduce(ranks: int, nbytes: float, pipeline: int = DEFAULT_PIPELINE) -> Schedule:
+def nvls_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None) -> Schedule:
     """NVLS all-reduce (reduce at the switch, fetch own segment, multicast it); chunk j*p + c is
     segment c of piece j."""
-    k, p = max(1, int(pipeline)), ranks
+    k, p = default_pipeline(nbytes) if pipeline is None else max(1, int(pipeline)), ranks
     sw = ranks
     parts = Parts()
     if p > 1:

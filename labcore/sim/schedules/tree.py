@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from labcore.sim.cost import DEFAULT_PIPELINE
+from labcore.sim.cost import default_pipeline
 from labcore.sim.schedules._parts import Parts
 from labcore.sim.trace import Layout, Schedule
 
@@ -81,9 +81,9 @@ def _pipelined_tree(parts: Parts, parents, pieces: np.ndarray, channel: int) -> 
               label="broadcast down")
 
 
-def tree_all_reduce(ranks: int, nbytes: float, pipeline: int = DEFAULT_PIPELINE) -> Schedule:
+def tree_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None) -> Schedule:
     """Binary-tree all-reduce (NCCL's tree), the buffer pipelined in k = ``pipeline`` pieces."""
-    k = max(1, int(pipeline))
+    k = default_pipeline(nbytes) if pipeline is None else max(1, int(pipeline))
     parents = nccl_tree_parents(ranks)
     parts = Parts()
     _pipelined_tree(parts, parents, np.arange(k), 0)
@@ -91,9 +91,9 @@ def tree_all_reduce(ranks: int, nbytes: float, pipeline: int = DEFAULT_PIPELINE)
                           params={"pipeline": k})
 
 
-def double_tree_all_reduce(ranks: int, nbytes: float, pipeline: int = DEFAULT_PIPELINE) -> Schedule:
+def double_tree_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None) -> Schedule:
     """NCCL's double binary tree: two complementary trees, each with half the data in k pieces."""
-    k = max(1, int(pipeline))
+    k = default_pipeline(nbytes) if pipeline is None else max(1, int(pipeline))
     t0 = nccl_tree_parents(ranks)
     t1 = mirrored_parents(t0)
     parts = Parts()

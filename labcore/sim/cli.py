@@ -1,0 +1,124 @@
+"""``python -m labcore sim``: simulate a collective from the command line.
+
+Examples
+--------
+python -m labcore sim all_reduce --algo ring -n 8 --size 64M --topology nvswitch8
+python -m labcore sim all_reduce --algo auto -n 8 --size 1G --topology nvswitch8
+python -m labcore sim all_reduce --algo tree -n 16 -b 8 -e 256M -f 4       # a size sweep
+"""
+from __future__ import annotations
+
+import argparse
+import re
+
+from labcore.sim import simulate, topologies, tuner
+from labcore.sim.schedules import ALGORITHMS
+from labcore.sim.trace import _fmt_bytes
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """'64M' -> 67108864 (K, M, G binary, as nccl-tests reads them).
+
+    Example
+    -------
+    >>> parse_size("64M"), parse_size("8"), parse_size("1.5K")
+    (67108864, 8, 1536)
+    """
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]?)i?B?\s*", text, flags=re.IGNORECASE)
+    if not m:
+        raise argparse.ArgumentTypeError(f"cannot read size {text!r}; write e.g. 8, 64K, 64M or 1G")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+def _parser() -> argparse.ArgumentParser:
+    ops = sorted(ALGORITHMS)
+    p = argparse.ArgumentParser(prog="python -m labcore sim",
+                                description="Step through a collective algorithm on a simulated topology.")
+    p.add_argument("op", choices=ops, help="collective")
+    p.add_argument("--algo", default="ring", help="algorithm, or 'auto' for NCCL's choice (tuner); "
+                   + "; ".join(f"{o}: {', '.join(sorted(a))}" for o, a in ALGORITHMS.items()))
+    p.add_argument("-n", "--ranks", type=int, default=8, help="number of ranks (default 8)")
+    p.add_argument("--size", type=parse_size, default=64 << 20, help="bytes as nccl-tests counts them (default 64M)")
+    p.add_argument("-b", "--minbytes", type=parse_size, help="sweep: smallest size")
+    p.add_argument("-e", "--maxbytes", type=parse_size, help="sweep: largest size")
+    p.add_argument("-f", "--stepfactor", type=int, default=2, help="sweep: size multiplier (default 2)")
+    p.add_argument("--topology", default="uniform", choices=sorted(topologies.PRESETS), help="machine (default uniform)")
+    p.add_argument("--reduce-op", default="sum", choices=["sum", "max", "min", "prod"])
+    p.add_argument("--pipeline", type=int, help="pieces for chain/tree/switch algorithms")
+    p.add_argument("--gpus-per-node", type=int, help="for hierarchical on a single-node topology")
+    p.add_argument("--root", type=int, help="root rank for broadcast/reduce")
+    p.add_argument("--no-contention", action="store_true", help="every message gets its links' full bandwidth")
+    p.add_argument("--no-values", action="store_true", help="time only (for big runs); skips the check")
+    p.add_argument("--show-steps", type=int, default=4, help="how many steps to print (default 4)")
+    return p
+
+
+def _machine(name: str, ranks: int) -> tuner.Machine:
+    if name == "multinode":
+        return tuner.MACHINES["multinode"].with_ranks(ranks, nodes=max(1, ranks // 8))
+    if name == "pcie8":
+        return tuner.MACHINES["pcie8"].with_ranks(ranks)
+    return tuner.MACHINES["nvswitch8"].with_ranks(ranks)
+
+
+def _choose(args, topo) -> tuple[str, str]:
+    """(simulator algorithm, note) for --algo auto."""
+    machine = _machine(args.topology, args.ranks)
+    choice = tuner.predict(args.op, args.size, machine)
+    algo = tuner.SIM_ALGORITHM[choice.algorithm]
+    if args.op != "all_reduce":
+        algo = "ring" if args.op in ("all_gather", "reduce_scatter") else "chain"
+    if algo == "nvls" and topo.switch_agents == 0:
+        algo = "ring"
+    note = (f"NCCL's tuner picks {choice.name} ({choice.time_us:.1f} us predicted on {machine.ranks} ranks, "
+            f"{machine.nodes} node(s)); simulating {algo!r} (protocols are not simulated)")
+    return algo, note
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    topo = topologies.preset(args.topology, args.ranks)
+    note = ""
+    algo = args.algo
+    if algo == "auto":
+        algo, note = _choose(args, topo)
+    options = {k: v for k, v in (("pipeline", args.pipeline), ("gpus_per_node", args.gpus_per_node),
+                                 ("root", args.root)) if v is not None}
+    kwargs = dict(topology=topo, reduce_op=args.reduce_op, contention=not args.no_contention, **options)
+    print(f"# {args.op}, algorithm {algo!r}, {args.ranks} ranks, on {topo.name}")
+    if note:
+        print(f"# {note}")
+    if args.maxbytes:
+        return _sweep(args, algo, kwargs)
+    trace = simulate(args.op, algo, args.ranks, args.size, values=not args.no_values, **kwargs)
+    sched = trace.schedule
+    lines = str(sched).splitlines()
+    print(lines[0])
+    for line in lines[1: 1 + args.show_steps]:
+        print("  " + (line if len(line) < 160 else line[:157] + "..."))
+    if sched.n_steps > args.show_steps:
+        print(f"  ... {sched.n_steps - args.show_steps} more steps")
+    s = trace.summary()
+    bound = s["bound_us"]
+    print(f"size        {_fmt_bytes(sched.nbytes)} ({sched.nbytes:.0f} B)")
+    print(f"time        {s['time_us']:.3f} us  ({sched.n_steps} steps, {sched.n_transfers} transfers)")
+    print(f"algbw       {s['algbw']:.3f} GB/s")
+    print(f"busbw       {s['busbw']:.3f} GB/s")
+    reach = f"reaches {100 * bound / s['time_us']:.1f}% of it" if s["time_us"] > 0 else "nothing to send"
+    print(f"lower bound {bound:.3f} us (port bandwidth {topo.port_bandwidth() / 1e9:.1f} GB/s): {reach}")
+    if trace.has_values:
+        trace.verify()
+        print(f"values      verified against numpy ({args.reduce_op})")
+    return 0
+
+
+def _sweep(args, algo: str, kwargs: dict) -> int:
+    print(f"{'size':>12} {'time(us)':>12} {'algbw':>9} {'busbw':>9} {'bound(us)':>12}")
+    size = args.minbytes or 8
+    while size <= args.maxbytes:
+        s = simulate(args.op, algo, args.ranks, size, values=False, **kwargs).summary()
+        print(f"{size:>12} {s['time_us']:>12.3f} {s['algbw']:>9.3f} {s['busbw']:>9.3f} {s['bound_us']:>12.3f}")
+        size *= max(2, args.stepfactor)
+    return 0
