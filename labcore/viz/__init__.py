@@ -3,11 +3,14 @@
 - simulated collectives (labcore.sim traces): :func:`chunk_flow` (animation),
   :func:`captions`, :func:`still` (one step as a static figure), :func:`link_timeline`
   (which link carries what, when) and :func:`link_usage`;
+- explorers (ipywidgets): :func:`explore` / :class:`Explorer`, where ranks, size,
+  algorithm and topology update one FigureWidget in place;
 - measurements (bench DataFrames): :func:`measurement_plot`, :func:`crossover_plot`,
   :func:`topology_heatmap`.
 """
 from labcore.viz.chunk_flow import captions, chunk_flow, still
+from labcore.viz.explorer import Explorer, explore
 from labcore.viz.timeline import link_timeline, link_usage
 from labcore.viz.measure import crossover_plot, measurement_plot, topology_heatmap
 
-__all__ = ["captions", "chunk_flow", "still", "link_timeline", "link_usage", "crossover_plot", "measurement_plot", "topology_heatmap"]
+__all__ = ["captions", "chunk_flow", "still", "link_timeline", "link_usage", "Explorer", "explore", "crossover_plot", "measurement_plot", "topology_heatmap"]
