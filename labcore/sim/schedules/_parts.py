@@ -45,8 +45,10 @@ class Parts:
             size, red = np.zeros(0), np.zeros(0, dtype=bool)
         size = np.where(np.isnan(size), cb, size)
         n_steps = int(step.max()) + 1 if step.size else 0
-        order = np.lexsort((chunk, dst, src, step))
-        cols = [c[order] for c in (step, src, dst, chunk, size, red, channel)]
+        cols = [step, src, dst, chunk, size, red, channel]
+        if np.any(step[1:] < step[:-1]):
+            order = np.argsort(step, kind="stable")
+            cols = [c[order] for c in cols]
         return Schedule(collective, algorithm, ranks, nbytes, chunks, *cols[:6], n_steps=n_steps, root=root,
                         switches=switches, layout=layout or Layout(switches=switches),
                         phases=tuple(" + ".join(self.labels.get(s, [])) for s in range(n_steps)), params=params or {},
