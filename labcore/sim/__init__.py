@@ -19,6 +19,7 @@ from labcore.sim import cost, topologies, tuner
 from labcore.sim.calibration import Calibration, calibrate
 from labcore.sim.engine import run
 from labcore.sim.schedules import ALGORITHMS, build
+from labcore.sim.sweeps import sweep
 from labcore.sim.trace import Layout, Schedule, ScheduleError, Trace, Transfer
 
 
@@ -58,4 +59,4 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
 
 
 __all__ = ["simulate", "run", "build", "ALGORITHMS", "Schedule", "Transfer", "Layout", "Trace",
-           "ScheduleError", "topologies", "cost", "tuner", "calibrate", "Calibration"]
+           "ScheduleError", "topologies", "cost", "tuner", "calibrate", "Calibration", "sweep"]

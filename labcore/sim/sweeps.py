@@ -1,0 +1,51 @@
+"""Simulate many (algorithm, ranks, size) points at once into a DataFrame, for plots and comparisons.
+
+Example
+-------
+>>> df = sweep("all_reduce", ["ring", "recursive_doubling"], ranks=8, sizes=[8, 1 << 20])
+>>> df.columns.tolist()
+['op', 'algorithm', 'ranks', 'size', 'topology', 'time_us', 'algbw', 'busbw', 'bound_us', 'steps']
+>>> len(df)
+4
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+
+def sweep(op: str, algorithms: Iterable[str] | str, ranks: Iterable[int] | int, sizes: Iterable[float] | float,
+          topology: str | Callable = "uniform", contention: bool = True, **options):
+    """Timing-only simulations of every algorithm x rank count x size, as a pandas DataFrame.
+
+    Parameters
+    ----------
+    op : collective name.
+    algorithms, ranks, sizes : one value or several each.
+    topology : a preset name (:data:`labcore.sim.topologies.PRESETS`) or a function ranks -> topology.
+    contention : share links between the messages of a step.
+    **options : passed to every schedule (``pipeline``, ``gpus_per_node``, ``root``).
+
+    Returns
+    -------
+    DataFrame with columns op, algorithm, ranks, size, topology, time_us, algbw, busbw (GB/s),
+    bound_us (the lower bound for any algorithm), steps.
+    """
+    import pandas as pd
+
+    from labcore.sim import simulate, topologies
+
+    algorithms = [algorithms] if isinstance(algorithms, str) else list(algorithms)
+    ranks = [ranks] if isinstance(ranks, int) else list(ranks)
+    sizes = [sizes] if isinstance(sizes, (int, float)) else list(sizes)
+    make = (lambda p: topologies.preset(topology, p)) if isinstance(topology, str) else topology
+    rows = []
+    for p in ranks:
+        topo = make(p)
+        for algo in algorithms:
+            for size in sizes:
+                s = simulate(op, algo, p, size, topology=topo, values=False, contention=contention,
+                             **options).summary()
+                rows.append({"op": op, "algorithm": algo, "ranks": p, "size": size, "topology": s["topology"],
+                             "time_us": s["time_us"], "algbw": s["algbw"], "busbw": s["busbw"],
+                             "bound_us": s["bound_us"], "steps": s["steps"]})
+    return pd.DataFrame(rows)
