@@ -5,6 +5,7 @@ import pytest
 import labcore.sim as sim
 from labcore.viz import captions, chunk_flow, still
 from labcore.viz.chunk_flow import fill_levels
+from labcore.viz.style import CHUNK_COLORS
 
 CASES = [(op, alg) for op, table in sorted(sim.ALGORITHMS.items()) for alg in sorted(table)]
 
@@ -74,14 +75,16 @@ def test_cells_fill_up_to_complete():
     counts, need = fill_levels(trace)
     assert (counts[0] == 1).all() and (counts[-1] == 4).all() and (need == 4).all()
     fig = chunk_flow(trace)
-    first = np.array(fig.data[-2].marker.color)
-    last = np.array(fig.frames[-1].data[-2].marker.color)
+    first = np.array(fig.data[-3].marker.color)
+    last = np.array(fig.frames[-1].data[-3].marker.color)
     assert np.allclose(first, 0.25) and np.allclose(last, 1.0)
-    # a cell written in a step is outlined in the arriving chunk's colour
-    widths = np.array(fig.frames[0].data[-2].marker.line.width).reshape(4, 4)
+    # every cell written in a step is outlined in the arriving chunk's colour
     s = trace.schedule
-    sl = s.step_slices()[0]
-    assert set(zip(*np.nonzero(widths))) == set(zip(s.dst[sl].tolist(), s.chunk[sl].tolist()))
+    for frame, sl in zip(fig.frames, s.step_slices()):
+        outline = frame.data[-2]
+        drawn = sorted(zip(np.array(outline.y, dtype=int).tolist(), np.array(outline.x, dtype=int).tolist()))
+        assert drawn == sorted(zip(s.dst[sl].tolist(), s.chunk[sl].tolist()))
+        assert list(outline.marker.color) == [CHUNK_COLORS[c] for c in s.chunk[sl].tolist()]
 
 
 def test_needs_values():

@@ -181,16 +181,16 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
                      "line": {"color": CHUNK_COLORS[g], "width": 3}, "hoverinfo": "text",
                      "marker": {"symbol": "arrow", "angleref": "previous", "color": CHUNK_COLORS[g],
                                 "size": []}})
-    cell_x = np.tile(np.arange(C), A).tolist()
-    cell_y = np.repeat(np.arange(A), C).tolist()
+    cell_x = np.tile(np.arange(C), A)
+    cell_y = np.repeat(np.arange(A), C)
     grid_w, grid_h = 0.38 * (width - 80), height - 170  # the grid's plot area in pixels
     cell_px = float(np.clip(0.85 * min(grid_w / C, grid_h / A), 3, 40))
     cells = {"type": "scatter", "x": cell_x, "y": cell_y, "xaxis": "x2", "yaxis": "y2",
              "mode": "markers+text" if text_cells else "markers", "showlegend": False,
              "textfont": {"size": max(7, cell_px * 0.32)},
              "hovertemplate": "%{customdata}<br>%{marker.color:.0%} of what it needs<extra></extra>",
-             "customdata": [f"{names[a]}, chunk {c}" for a, c in zip(cell_y, cell_x)],
-             "marker": {"symbol": "square", "size": cell_px, "color": frac[0].ravel().tolist(),
+             "customdata": [f"{names[a]}, chunk {c}" for a, c in zip(cell_y.tolist(), cell_x.tolist())],
+             "marker": {"symbol": "square", "size": cell_px, "color": frac[0].ravel(),
                         "cmin": 0, "cmax": 1, "colorscale": _fill_colorscale(int(need.max())),
                         "line": {"width": 0, "color": "white"},
                         "colorbar": {"title": {"text": "held"}, "tickvals": [0, 0.5, 1], "len": 0.5,
@@ -198,6 +198,10 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
     if text_cells:
         cells["text"] = _cell_text(counts[0], need)
     data.append(cells)
+    # cells written in a step: an outline in the colour of the chunk that arrived
+    data.append({"type": "scatter", "x": [], "y": [], "xaxis": "x2", "yaxis": "y2", "mode": "markers",
+                 "showlegend": False, "hoverinfo": "skip",
+                 "marker": {"symbol": "square-open", "size": cell_px, "line": {"width": 3}, "color": []}})
     data.append({"type": "scatter", "x": [(x0 + x1) / 2], "y": [y1], "mode": "text", "showlegend": False,
                  "hoverinfo": "skip", "textposition": "bottom center", "cliponaxis": False,
                  "text": [f"before step 1: every rank holds only its own input<br>"
@@ -226,27 +230,20 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
                          f"{trace.start[sl][i] * 1e6:.3g}–{trace.end[sl][i] * 1e6:.3g} us")
                 hover += [label, label, ""]
             custom = np.repeat(np.stack([src[idx], dst[idx], chunk[idx]], axis=1), 3, axis=0)
-            arrow_traces.append({"x": _nan_to_none(xs), "y": _nan_to_none(ys), "hovertext": hover,
-                                 "customdata": custom.tolist(), "marker": {"size": sizes.tolist()}})
-        written = np.zeros((A, C), dtype=bool)
-        written[dst, chunk] = True
-        outline = np.full((A, C), "rgba(0,0,0,0)", dtype=object)
-        outline[dst, chunk] = [CHUNK_COLORS[c % len(CHUNK_COLORS)] for c in chunk.tolist()]
-        cell = {"marker": {"color": frac[k + 1].ravel().tolist(), "line": {
-            "color": outline.ravel().tolist(), "width": np.where(written, 3, 0).ravel().tolist()}}}
+            # NaN breaks the line between arrows; numpy arrays travel as compact typed arrays
+            arrow_traces.append({"x": xs, "y": ys, "hovertext": hover, "customdata": custom,
+                                 "marker": {"size": sizes}})
+        cell = {"marker": {"color": frac[k + 1].ravel()}}
         if text_cells:
             cell["text"] = _cell_text(counts[k + 1], need)
+        outline = {"x": chunk.astype(float), "y": dst.astype(float),
+                   "marker": {"color": [CHUNK_COLORS[c % len(CHUNK_COLORS)] for c in chunk.tolist()]}}
         caption = {"text": [f"{_wrap(caps[k])}<br>simulated time {trace.step_end[k] * 1e6:.4g} us "
                             f"of {total_us:.4g} us"]}
-        frames.append({"name": str(k), "traces": changing, "data": arrow_traces + [cell, caption]})
+        frames.append({"name": str(k), "traces": changing, "data": arrow_traces + [cell, outline, caption]})
 
     layout = _layout(s, title, width, height, (x0, x1, y0, y1), A, C, P, p, frame_ms)
-    return go.Figure({"data": data, "layout": layout, "frames": frames}, skip_invalid=False,
-                     _validate=False)
-
-
-def _nan_to_none(a: np.ndarray) -> list:
-    return [None if v != v else v for v in a.tolist()]
+    return go.Figure({"data": data, "layout": layout, "frames": frames}, _validate=False)
 
 
 def _wrap(text: str, width: int = 80) -> str:
