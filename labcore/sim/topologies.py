@@ -125,7 +125,8 @@ def nvswitch(gpus: int = 8, nvlink_bandwidth: float = H100_NVLINK_BW, efficiency
 
     * port bandwidth 450 GB/s per direction (H100 datasheet: 900 GB/s bidirectional) x 0.822
       achievable (nccl-tests issue 212: ~370 GB/s busbw out of 450, ~20% protocol overhead)
-      = 369.9 GB/s;
+      = 370 GB/s, the figure NCCL's own topology model also uses (src/graph/topo.h counts
+      20.6 GB/s per H100 NVLink, x 18 links = 370.8 GB/s);
     * traffic into/out of the switch's reduction engine runs at a further 0.85 (NCCL 2.30.7
       tuning.cc, Hopper NVLS efficiency);
     * per-hop latency 0.6 us split over the two links of a GPU-GPU route, launch 6.6 us

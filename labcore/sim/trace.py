@@ -391,11 +391,12 @@ class Trace:
         if wrong.size:
             r, c = (int(x) for x in wrong[0])
             got, exp = set(np.flatnonzero(final[r, c]).tolist()), set(np.flatnonzero(want[r, c]).tolist())
+            step = int(self._written[r, c])
+            when = f"it was last written at step {step}" if step >= 0 else "no step ever wrote it"
             raise ScheduleError(
                 f"after the last step (step {last}), rank {r}, chunk {c} holds the contributions of ranks "
                 f"{sorted(got)} but should hold {sorted(exp)}: missing {sorted(exp - got)}, extra "
-                f"{sorted(got - exp)}; it was last written at step {int(self._written[r, c])} "
-                f"({len(wrong)} rank/chunk pairs wrong)")
+                f"{sorted(got - exp)}; {when} ({len(wrong)} rank/chunk pairs wrong)")
         expected = collectives.expected_values(self.inputs, want, self.reduce_op)
         vals = self.values_at(last)[: s.ranks]
         bad = np.argwhere(care & np.any(vals != expected, axis=-1))
