@@ -108,3 +108,11 @@ def test_cli_runs_as_a_module():
                            "--size", "4K"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "busbw" in done.stdout
+
+
+def test_robust_fit_shrugs_off_disturbed_sizes():
+    df = synthetic(ranks=(4,), alpha=40e-6, beta=1e-9, noise=0.01, seed=5)
+    df.loc[df.index[::4], "time_us"] *= 6                                 # every fourth size disturbed
+    robust, plain = sim.calibrate(df, robust=True), sim.calibrate(df)
+    assert abs(robust.params(4).bandwidth / 1e9 - 1) < 0.05
+    assert robust.median_error(4) < 0.05 < plain.median_error(4)

@@ -59,6 +59,7 @@ class Calibration:
     fits: dict[int, Fit]
     errors: "object"
     relative: bool = True
+    robust: bool = False
     source: str = "measurements"
     options: dict = field(default_factory=dict)
 
@@ -122,8 +123,19 @@ def _solve(A: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
+def _fit(A: np.ndarray, y: np.ndarray, robust: bool) -> np.ndarray:
+    """Least squares, or (robust) least absolute deviations by iteratively reweighted least squares."""
+    x = _solve(A, y)
+    for _ in range(50 if robust else 0):
+        # weight 1/sqrt|r| turns the squared loss into the absolute one; the floor keeps it finite
+        w = 1.0 / np.sqrt(np.maximum(np.abs(A @ x - y), 1e-4))
+        x = _solve(A * w[:, None], y * w)
+    return x
+
+
 def calibrate(df, op: str | None = None, algorithm: str = "ring", placement: str | None = "out-of-place",
-              min_size: float = 0, max_size: float = float("inf"), relative: bool = True, **options) -> Calibration:
+              min_size: float = 0, max_size: float = float("inf"), relative: bool = True, robust: bool = False,
+              **options) -> Calibration:
     """Fit alpha and beta per rank count from a labcore.bench DataFrame.
 
     Parameters
@@ -135,6 +147,8 @@ def calibrate(df, op: str | None = None, algorithm: str = "ring", placement: str
     placement : keep only these rows (None keeps all).
     min_size, max_size : bytes; fit only sizes in this range.
     relative : minimise relative error (recommended) instead of absolute error.
+    robust : minimise the sum of |error| instead of error^2, so that a few disturbed sizes
+        (another program stealing the cores) pull the fit less.
     **options : for the closed form (``pipeline``, ``gpus_per_node``).
 
     Returns
@@ -175,14 +189,14 @@ def calibrate(df, op: str | None = None, algorithm: str = "ring", placement: str
         # scale columns so that alpha (~1e-5) and beta (~1e-9) are solved with equal precision
         A = ab[use] * w[:, None]
         scale = np.where(np.abs(A).max(axis=0) > 0, np.abs(A).max(axis=0), 1.0)
-        x = _solve(A / scale, t[use] * w) / scale
+        x = _fit(A / scale, t[use] * w, robust) / scale
         pred = ab @ x
         err = pred / t - 1
         fits[ranks] = Fit(ranks, float(x[0]), float(x[1]), int(use.sum()), float(np.median(np.abs(err[use]))))
         frames.append(pd.DataFrame({"ranks": ranks, "size": size, "measured_us": t * 1e6, "predicted_us": pred * 1e6,
                                     "error": err, "fitted": use}))
     errors = pd.concat(frames, ignore_index=True).sort_values(["ranks", "size"], ignore_index=True)
-    return Calibration(op, algorithm, fits, errors, relative=relative, options=options)
+    return Calibration(op, algorithm, fits, errors, relative=relative, robust=robust, options=options)
 
 
 def synthetic(op: str = "all_reduce", algorithm: str = "ring", ranks=(2, 4), alpha: float = 30e-6,
