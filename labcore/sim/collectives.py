@@ -56,7 +56,7 @@ def chunk_bytes(collective: str, ranks: int, nbytes: float, chunks: int) -> floa
     return nbytes / chunks
 
 
-def owner(collective: str, ranks: int, chunks: int) -> np.ndarray:
+def owner(ranks: int, chunks: int) -> np.ndarray:
     """For gather/scatter-like collectives, the rank whose slice each chunk is (chunk -> rank)."""
     return np.arange(chunks) * ranks // chunks
 
@@ -75,7 +75,7 @@ def initial(collective: str, ranks: int, chunks: int, root: int = 0) -> np.ndarr
     if collective in ("all_reduce", "reduce_scatter", "reduce"):
         holds[r, :, r] = True
     elif collective == "all_gather":
-        own = owner(collective, P, C)
+        own = owner(P, C)
         holds[own, np.arange(C), own] = True
     elif collective == "broadcast":
         holds[root, :, root] = True
@@ -93,11 +93,11 @@ def target(collective: str, ranks: int, chunks: int, root: int = 0) -> tuple[np.
     if collective == "all_reduce":
         want[:] = True
     elif collective == "reduce_scatter":
-        own = owner(collective, P, C)
+        own = owner(P, C)
         care = own[None, :] == np.arange(P)[:, None]
         want[care] = True
     elif collective == "all_gather":
-        own = owner(collective, P, C)
+        own = owner(P, C)
         want[:, np.arange(C), own] = True
     elif collective == "broadcast":
         want[:, :, root] = True
