@@ -45,3 +45,7 @@ def test_wrong_examples_fail_with_feedback(exercise):
 def test_untouched_is_not_attempted(exercise):
     assert exercise.evaluate().status == "not attempted"
     assert exercise.hints and exercise._solution, f"{exercise.title!r} needs hints and a solution"
+
+
+def test_at_least_eight_exercises_across_the_notebooks():
+    assert len(EXERCISES) >= 8, [p.id for p in EXERCISES]

@@ -275,8 +275,8 @@ class ValueExercise(Exercise):
             off = f"{ratio:.3g}x the right value" if ratio > 0 else "the wrong sign"
             hint = " (check the units)" if _power_of_ten(ratio) else ""
             raise Incorrect(f"you gave {_fmt(float(answer))}{unit}, which is {off}{hint}.")
-        raise Incorrect(f"you gave {_fmt(answer)}{unit}; that is not within "
-                        f"{self.rtol:.0%} of the right value.")
+        near = f"within {self.rtol:.0%} of " if self.rtol else ""
+        raise Incorrect(f"you gave {_fmt(answer)}{unit}; that is not {near}the right value.")
 
 
 def _power_of_ten(ratio: float) -> bool:
