@@ -159,3 +159,10 @@ def test_summary_and_frame():
     frame = trace.schedule.to_frame()
     assert list(frame.columns) == ["step", "src", "dst", "chunk", "nbytes", "op", "channel"] and len(frame) == 12
     assert "step 2 [all-gather]" in str(trace.schedule)
+
+
+def test_trace_frame_has_times_and_routes():
+    trace = sim.simulate("broadcast", "binomial", 4, 1e6, topology=sim.topologies.switch(4, alpha=0, bandwidth=1e9))
+    frame = trace.to_frame()
+    assert len(frame) == 3 and frame["end_us"].max() == pytest.approx(trace.time_s * 1e6)
+    assert frame["route"].iloc[0].startswith("rank 0 -> switch")

@@ -375,6 +375,15 @@ class Trace:
                 "transfers": s.n_transfers, "time_us": self.time_s * 1e6, "algbw": self.algbw,
                 "busbw": self.busbw, "bound_us": self.lower_bound_s() * 1e6}
 
+    def to_frame(self):
+        """Every transfer with its timing: the schedule's columns plus start_us, end_us and the
+        route as text (pandas DataFrame)."""
+        frame = self.schedule.to_frame()
+        frame["start_us"], frame["end_us"] = self.start * 1e6, self.end * 1e6
+        labels = {int(l): self.topology.link_label(int(l)) for l in np.unique(self.links) if l >= 0}
+        frame["route"] = [" | ".join(labels[int(l)] for l in row if l >= 0) for row in self.links]
+        return frame
+
     # -- checking -----------------------------------------------------------
     def verify(self) -> None:
         """Check the final buffers against numpy; raise ScheduleError saying which rank/chunk/step is wrong."""
