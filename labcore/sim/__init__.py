@@ -34,8 +34,8 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
     algorithm : a name from ``ALGORITHMS[op]``.
     ranks : number of ranks (any number from 1).
     nbytes : message size in bytes, as nccl-tests reports it for ``op``.
-    topology : a topology from :mod:`labcore.sim.topologies`; default ``uniform(ranks)``
-        (1 us, 10 GB/s per link).
+    topology : a topology from :mod:`labcore.sim.topologies`, or a preset name such as
+        ``"nvswitch8"``; default ``uniform(ranks)`` (1 us, 10 GB/s per link).
     reduce_op : "sum", "max", "min" or "prod".
     values : move real numbers (needed by ``verify()``); False times only, for big runs.
     contention : transfers that share a link share its bandwidth.
@@ -50,7 +50,12 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
     >>> t.verify(); t.schedule.n_steps
     6
     """
-    topo = topologies.uniform(ranks) if topology is None else topology
+    if topology is None:
+        topo = topologies.uniform(ranks)
+    elif isinstance(topology, str):
+        topo = topologies.preset(topology, ranks)
+    else:
+        topo = topology
     if algorithm == "hierarchical" and "gpus_per_node" not in options and topo.nodes > 1:
         options["gpus_per_node"] = ranks // topo.nodes
     schedule = build(op, algorithm, ranks, nbytes, **options)
