@@ -81,22 +81,26 @@ def fill_levels(trace) -> tuple[np.ndarray, np.ndarray]:
     counts : (n_steps + 1, agents, chunks) int
         How many ranks' contributions each cell holds; index 0 is the start.
     need : (agents, chunks) int
-        How many contributions the cell must end with (all ranks for cells
-        whose final content does not matter); ``counts / need`` is the shade.
+        How many contributions the cell must end with; for cells whose final
+        content does not matter, all ranks if the collective reduces, else 1.
+        ``counts / need`` (at most 1) is the shade.
     """
     s = trace.schedule
     if not trace.has_values:
         raise ValueError("chunk_flow needs the buffer state of every step: simulate with values=True")
     counts = np.stack([trace.holds_at(k).sum(axis=-1) for k in range(-1, s.n_steps)])
     want, care = collectives.target(s.collective, s.ranks, s.chunks, s.root)
-    need = np.full((s.agents, s.chunks), s.ranks, dtype=np.int64)
+    # a cell whose final content does not matter: a partial sum out of all ranks when the
+    # collective reduces, else one rank's data, complete as it is
+    reduces = s.collective in ("all_reduce", "reduce_scatter", "reduce")
+    need = np.full((s.agents, s.chunks), s.ranks if reduces else 1, dtype=np.int64)
     needed = want.sum(axis=-1)
     use = care & (needed > 0)
     need[: s.ranks][use] = needed[use]
     return counts, need
 
 
-def _arrows(p: Placement, src, dst, chunk) -> tuple[np.ndarray, np.ndarray]:
+def _arrows(p: Placement, src, dst) -> tuple[np.ndarray, np.ndarray]:
     """Tail and head of every arrow; arrows between the same pair are offset side by side."""
     a, b = p.xy[src], p.xy[dst]
     d = b - a
@@ -212,7 +216,7 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
     frames = []
     for k, sl in enumerate(s.step_slices()):
         src, dst, chunk = s.src[sl], s.dst[sl], s.chunk[sl]
-        tail, head = _arrows(p, src, dst, chunk) if src.size else (np.zeros((0, 2)),) * 2
+        tail, head = _arrows(p, src, dst) if src.size else (np.zeros((0, 2)),) * 2
         group = chunk % groups
         arrow_traces = []
         for g in range(groups):
