@@ -54,7 +54,7 @@ def test_crossover_marks_the_winner_changes():
     fig = crossover_plot(p)
     star = [t for t in fig.data if t.name == "fastest"][0]
     assert list(star.text[:2]) == ["tree/LL", "tree/LL"] and star.text[-1] == "ring/simple"
-    assert [a.text for a in fig.layout.annotations] == ["ring/simple"]
+    assert [a.text for a in fig.layout.annotations] == ["tree/LL", "ring/simple"]
 
 
 def test_topology_heatmap_numbers_and_codes():

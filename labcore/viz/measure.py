@@ -169,7 +169,7 @@ def crossover_plot(predictions: pd.DataFrame, *, measured: pd.DataFrame | None =
     ...                   "protocol": "simple", "time_us": [10, 400, 20, 300]})
     >>> fig = crossover_plot(p)
     >>> [a.text for a in fig.layout.annotations]
-    ['ring/simple']
+    ['tree/simple', 'ring/simple']
     """
     need = {"size", "algorithm", "protocol", "time_us"}
     if not need <= set(predictions.columns):
@@ -196,6 +196,9 @@ def crossover_plot(predictions: pd.DataFrame, *, measured: pd.DataFrame | None =
                                  marker={"color": "black", "symbol": "x"}))
     winners = best["choice"].tolist()
     sizes = best["size"].tolist()
+    if winners:  # name the first region's winner; each change below names the next one
+        fig.add_annotation(x=np.log10(sizes[0]), y=1.02, yref="paper", text=winners[0], showarrow=False,
+                           xanchor="left", font={"color": colors[winners[0]]})
     for i in range(1, len(winners)):
         if winners[i] != winners[i - 1]:
             x = float(np.sqrt(sizes[i - 1] * sizes[i]))
