@@ -244,10 +244,15 @@ def calibrated(fit, ranks: int | None = None) -> Uniform:
     return topo
 
 
+def _per_node(ranks: int) -> int:
+    """GPUs per node for ``ranks`` GPUs: 8 when it divides, else the largest divisor below 8."""
+    return max(d for d in range(1, 9) if ranks % d == 0)
+
+
 PRESETS = {
     "nvswitch8": lambda ranks=8: nvswitch(ranks),
     "pcie8": lambda ranks=8: pcie(ranks),
-    "multinode": lambda ranks=32: multinode(max(1, ranks // 8), min(8, ranks)),
+    "multinode": lambda ranks=32: multinode(ranks // _per_node(ranks), _per_node(ranks)),
     "uniform": lambda ranks=8: uniform(ranks),
     "switch": lambda ranks=8: switch(ranks),
     "ring": lambda ranks=8: ring(ranks),
