@@ -10,8 +10,8 @@ Agents, chunks, contributions
 * Every agent's buffer is cut into ``chunks`` equal chunks. For most
   collectives chunk ``c`` of every rank covers the same slice of the vector
   being reduced or gathered; for ``all_to_all`` there are ``ranks**2 * m``
-  chunks and chunk ``c`` is block ``c // m`` = (source ``b // ranks``,
-  destination ``b % ranks``) of the exchange.
+  chunks and chunk ``c`` belongs to block ``b = c // m``, the data that rank
+  ``b // ranks`` sends to rank ``b % ranks``.
 * A **contribution** is one rank's input for one chunk. The buffer state says,
   for every agent and chunk, which ranks' contributions it currently holds:
   ``holds[agent, chunk, k]`` is True when rank ``k``'s input is folded in.
@@ -26,7 +26,10 @@ chunk). Reads happen at the start of a step, writes at its end, so two ranks
 can swap chunks in one step. For speed a Schedule stores its transfers as
 columns (``step, src, dst, chunk, size, reduce, channel``, one entry per transfer,
 sorted by step); ``schedule.steps()`` gives the readable list of Transfer
-objects and ``print(schedule)`` a table.
+objects and ``print(schedule)`` a table. A schedule also carries ``phases``
+(a name per step, e.g. "reduce-scatter"), ``params`` (the builder's options,
+e.g. ``pipeline``) and ``layout``, a :class:`Layout` telling a drawing where
+to put the ranks.
 
 Timing model (how long it takes)
 --------------------------------
@@ -55,7 +58,9 @@ times (seconds, aligned with the schedule's columns) and ``links`` (an
 the first step) and ``trace.values_at(step)`` (real numbers, shape
 ``(agents, chunks, elements)``). ``trace.verify()`` checks the final
 buffers against numpy and raises :class:`ScheduleError` naming the rank,
-chunk and step of the first thing that is wrong.
+chunk and step of the first thing that is wrong. ``algbw``/``busbw`` (GB/s,
+nccl-tests' definitions), ``lower_bound_s()``, ``summary()`` and
+``to_frame()`` (one row per transfer with its times and route) report it.
 
 Example
 -------
