@@ -81,6 +81,10 @@ def coefficients(collective: str, algorithm: str, ranks: int, nbytes: float, **o
         return _ring(p, n, 1, 1)
     if key == ("all_gather", "ring"):
         return _ring(p, n, 1, 0)
+    if key in (("all_gather", "bruck"), ("reduce_scatter", "bruck")):
+        # [MPICH] Bruck / recursive halving: lgp alpha + (p-1)/p n beta (+ (p-1)/p n gamma)
+        rounds = math.ceil(math.log2(p))
+        return (rounds, (p - 1) / p * n, (p - 1) / p * n if collective == "reduce_scatter" else 0.0)
     if key == ("broadcast", "chain"):
         # pipelined chain: p-1 hops, k pieces
         return _pipeline(p - 1, k, n, 0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 
-from labcore.sim.schedules import alltoall, hierarchical, recursive, ring, switch, tree
+from labcore.sim.schedules import alltoall, bruck, hierarchical, recursive, ring, switch, tree
 
 ALGORITHMS = {
     "all_reduce": {
@@ -27,8 +27,8 @@ ALGORITHMS = {
         "in_network": switch.in_network_all_reduce,
         "nvls": switch.nvls_all_reduce,
     },
-    "reduce_scatter": {"ring": ring.ring_reduce_scatter},
-    "all_gather": {"ring": ring.ring_all_gather},
+    "reduce_scatter": {"ring": ring.ring_reduce_scatter, "bruck": bruck.bruck_reduce_scatter},
+    "all_gather": {"ring": ring.ring_all_gather, "bruck": bruck.bruck_all_gather},
     "broadcast": {"chain": ring.chain_broadcast, "binomial": tree.binomial_broadcast},
     "reduce": {"binomial": tree.binomial_reduce},
     "all_to_all": {"pairwise": alltoall.pairwise_all_to_all},

@@ -1,0 +1,55 @@
+"""Logarithmic all-gather (Bruck) and its time-reverse, a logarithmic reduce-scatter, for any p.
+
+Bruck all-gather (Bruck et al. 1997; MPICH's all-gather for short messages and
+non-powers of two): in round k every rank r receives from rank r + 2^k all the
+chunks that rank has collected so far (at most 2^k, fewer in the last round),
+so after ceil(log2 p) rounds everybody holds every chunk. Cost:
+ceil(log2 p) alpha + (p-1)/p n beta, the ring's bandwidth with log latency.
+
+Run the same rounds backwards, with the arrows reversed and each receiver
+adding instead of copying, and every chunk's contributions flow down the same
+paths to its owner: a reduce-scatter with cost ceil(log2 p) alpha +
+(p-1)/p n (beta + gamma), like MPICH's recursive halving but for any p.
+
+Example
+-------
+>>> [(t.src, t.dst, t.chunk) for t in bruck_all_gather(3, 30).steps()[1]]
+[(2, 0, 2), (0, 1, 0), (1, 2, 1)]
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from labcore.sim.schedules._parts import Parts
+from labcore.sim.trace import Layout, Schedule
+
+
+def _rounds(p: int):
+    """(round, sender offset 2^k, chunks moved m) of Bruck's all-gather."""
+    for k in range(math.ceil(math.log2(p)) if p > 1 else 0):
+        yield k, 1 << k, min(1 << k, p - (1 << k))
+
+
+def bruck_all_gather(ranks: int, nbytes: float) -> Schedule:
+    """Bruck all-gather: ceil(log2 p) rounds; round k moves min(2^k, p-2^k) chunks per rank."""
+    p = ranks
+    r = np.arange(p)[:, None]
+    parts = Parts()
+    for k, d, m in _rounds(p):
+        j = np.arange(m)[None]
+        parts.add(k, (r + d) % p, r, (r + d + j) % p, False, label=f"round {k}: from rank +{d}")
+    return parts.schedule("all_gather", "bruck", p, nbytes, p, layout=Layout("mesh"))
+
+
+def bruck_reduce_scatter(ranks: int, nbytes: float) -> Schedule:
+    """The all-gather's rounds in reverse order and direction, reducing: rank r ends with chunk r."""
+    p = ranks
+    r = np.arange(p)[:, None]
+    rounds = list(_rounds(p))
+    parts = Parts()
+    for step, (k, d, m) in enumerate(reversed(rounds)):
+        j = np.arange(m)[None]
+        parts.add(step, r, (r + d) % p, (r + d + j) % p, True, label=f"round {step}: to rank +{d}")
+    return parts.schedule("reduce_scatter", "bruck", p, nbytes, p, layout=Layout("mesh"))
