@@ -16,7 +16,9 @@ odd ranks. The double binary tree runs a second tree, the mirror image
 (r -> p-1-r) for even p or the same tree shifted by one rank for odd p, so a
 rank that is a leaf in one tree is inside the other; each tree carries half
 the data on its own channel (Sanders, Speck and Traeff 2009: two trees give up
-to twice the bandwidth of one).
+to twice the bandwidth of one). NCCL builds these trees across *nodes* (one
+rank per node, a chain inside each node); here they span all ranks, which is
+NCCL's layout when every node has one GPU.
 
 Example
 -------
