@@ -13,4 +13,7 @@ from labcore.viz.explorer import Explorer, explore
 from labcore.viz.timeline import link_timeline, link_usage
 from labcore.viz.measure import crossover_plot, measurement_plot, topology_heatmap
 
-__all__ = ["captions", "chunk_flow", "still", "link_timeline", "link_usage", "Explorer", "explore", "crossover_plot", "measurement_plot", "topology_heatmap"]
+__all__ = [
+    "captions", "chunk_flow", "still", "link_timeline", "link_usage", "Explorer", "explore",
+    "crossover_plot", "measurement_plot", "topology_heatmap",
+]

@@ -38,6 +38,7 @@ def _fill_colorscale(most_needed: int) -> list:
     full = 1.0 - 0.5 / max(most_needed, 1)
     return [[0.0, "#e8e8e8"], [1e-6, "#deebf7"], [full, "#2171b5"], [full, "#1a9850"], [1.0, "#1a9850"]]
 
+
 _SHOWN_TRANSFERS = 3  # transfers spelled out in a caption before "and N more"
 
 
@@ -208,7 +209,7 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
                  "marker": {"symbol": "square-open", "size": cell_px, "line": {"width": 3}, "color": []}})
     data.append({"type": "scatter", "x": [(x0 + x1) / 2], "y": [y1], "mode": "text", "showlegend": False,
                  "hoverinfo": "skip", "textposition": "bottom center", "cliponaxis": False,
-                 "text": [f"before step 1: every rank holds only its own input<br>"
+                 "text": [f"before step 1: the buffers as the collective starts<br>"
                           f"simulated time 0 us of {total_us:.4g} us"], "textfont": {"size": 11}})
     changing = list(range(n_static, len(data)))
 
