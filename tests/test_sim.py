@@ -106,7 +106,8 @@ def test_sharing_a_port_doubles_the_time():
     shared = sim.run(s, topo, values=False)
     alone = sim.run(s, topo, values=False, contention=False)
     assert math.isclose(alone.time_s, 1e-3) and math.isclose(shared.time_s, 2e-3)
-    assert shared.links.shape == (2, 2) and shared.topology.link_label(int(shared.links[0, 0])).startswith("rank 0 -> switch")
+    assert shared.links.shape == (2, 2)
+    assert shared.topology.link_label(int(shared.links[0, 0])).startswith("rank 0 -> switch")
 
 
 def test_a_tree_on_a_ring_topology_pays_for_the_extra_hops():

@@ -44,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-b", "--minbytes", type=parse_size, help="sweep: smallest size")
     p.add_argument("-e", "--maxbytes", type=parse_size, help="sweep: largest size")
     p.add_argument("-f", "--stepfactor", type=int, default=2, help="sweep: size multiplier (default 2)")
-    p.add_argument("--topology", default="uniform", choices=sorted(topologies.PRESETS), help="machine (default uniform)")
+    p.add_argument("--topology", default="uniform", choices=sorted(topologies.PRESETS),
+                   help="machine (default uniform)")
     p.add_argument("--reduce-op", default="sum", choices=["sum", "max", "min", "prod"])
     p.add_argument("--pipeline", type=int, help="pieces for chain/tree/switch algorithms")
     p.add_argument("--gpus-per-node", type=int, help="for hierarchical on a single-node topology")

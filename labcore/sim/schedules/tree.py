@@ -77,7 +77,8 @@ def _pipelined_tree(parts: Parts, parents, pieces: np.ndarray, channel: int) -> 
     D = int(d.max())
     j = np.arange(pieces.size)[:, None]
     # a rank at depth d sends piece j up at step j + D - d, after its children (one step deeper)
-    parts.add(j + D - d[child][None], child[None], par[child][None], pieces[j], True, channel=channel, label="reduce up")
+    parts.add(j + D - d[child][None], child[None], par[child][None], pieces[j], True, channel=channel,
+              label="reduce up")
     # the parent at depth d-1 sends it down at step j + D + d - 1
     parts.add(j + D + d[child][None] - 1, par[child][None], child[None], pieces[j], False, channel=channel,
               label="broadcast down")
