@@ -161,9 +161,10 @@ def _transfer(t, step: int):
 
     if isinstance(t, sim.Transfer):
         return t
-    if not (isinstance(t, (tuple, list)) and len(t) == 4 and t[3] in ("reduce", "copy")):
-        raise Incorrect(f"step {step}: {t!r} is not a transfer; write (src, dst, chunk, op) with op "
-                        "'reduce' or 'copy'.")
+    if not (isinstance(t, (tuple, list)) and len(t) == 4 and t[3] in ("reduce", "copy")
+            and all(isinstance(v, (int, np.integer)) for v in t[:3])):
+        raise Incorrect(f"step {step}: {t!r} is not a transfer; write (src, dst, chunk, op) with three "
+                        "ints and op 'reduce' or 'copy'.")
     src, dst, chunk, op = t
     return sim.Transfer(int(src), int(dst), int(chunk), op=op)
 
