@@ -51,6 +51,13 @@ def test_bad_arguments_exit_2_with_a_message(capsys):
     assert main(["all_reduce", "-d", "float8"]) == 2
     assert "unknown type" in capsys.readouterr().err
     assert main(["allscatter"]) == 2
+    assert main(["all_reduce", "-e", "64T", "-g", "2"]) == 2
+    assert "Nothing was allocated" in capsys.readouterr().err
+
+
+def test_a_failing_rank_exits_1_with_its_message(capsys):
+    assert main(["all_reduce", *FAST, "-g", "2", "-o", "avg", "-d", "int32"]) == 1
+    assert "gloo cannot average int32" in capsys.readouterr().err
 
 
 def test_single_node_torchrun_runs_the_same_entry_point_and_gate(tmp_path):

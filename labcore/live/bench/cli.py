@@ -139,7 +139,9 @@ def _main_torchrun(args, spec) -> int:
         backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    dist.init_process_group(backend, init_method="env://", timeout=timedelta(seconds=args.timeout))
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    dist.init_process_group(backend, init_method="env://", timeout=timedelta(seconds=args.timeout),
+                            device_id=torch.device("cuda", local) if backend == "nccl" else None)
     try:
         nranks, rank = dist.get_world_size(), dist.get_rank()
         say = _Printer(rank == 0)
@@ -185,8 +187,8 @@ def _main_cluster(args, spec) -> int:
 def main(argv: list[str]) -> int:
     """Entry point of ``python -m labcore bench``; returns the exit status.
 
-    0: done, every check passed and no regression; 1: wrong elements or a
-    regression against ``--baseline``; 2: bad arguments.
+    0: done, every check passed and no regression; 1: wrong elements, a regression
+    against ``--baseline``, or a rank failed; 2: bad arguments or a size that cannot fit.
     """
     args = _parser().parse_args(argv)
     try:
@@ -197,6 +199,15 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"labcore bench: {exc}", file=sys.stderr)
         return 2
-    if _under_torchrun():
-        return _main_torchrun(args, spec)
-    return _main_cluster(args, spec)
+    from labcore.live.errors import ClusterError
+
+    try:
+        if _under_torchrun():
+            return _main_torchrun(args, spec)
+        return _main_cluster(args, spec)
+    except (ValueError, MemoryError) as exc:
+        print(f"labcore bench: {exc}", file=sys.stderr)
+        return 2
+    except ClusterError as exc:
+        print(f"labcore bench: the ranks failed:\n{exc}", file=sys.stderr)
+        return 1

@@ -6,7 +6,7 @@ and is the only code that touches buffers. It follows nccl-tests' harness
 
 1. allocate the buffers for one size (out-of-place: send and recv; in-place: one
    buffer), fill the input with verifiable values;
-2. ``warmup`` untimed calls, a barrier, then ``iters`` timed calls. The clock is
+2. ``warmup`` untimed calls (at least one), a barrier, then ``iters`` timed calls. The clock is
    a pair of CUDA events on the current stream with NCCL, ``time.perf_counter``
    with gloo (gloo calls return once the data has arrived);
 3. the per-call time is the **mean over ranks** of each rank's loop time /
@@ -15,7 +15,7 @@ and is the only code that touches buffers. It follows nccl-tests' harness
    element against its exact value; #wrong is summed over ranks.
 
 Every rank gets the same numbers back, and every rank runs exactly
-``warmup + iters (+1)`` calls, so no rank can wait on a collective the others skip.
+``max(warmup, 1) + iters (+1)`` calls, so no rank can wait on a collective the others skip.
 
 Example
 -------
@@ -106,6 +106,32 @@ def _note(op, placement) -> str:
     return ""
 
 
+def _barrier(dev):
+    # With NCCL, name the device so torch need not guess (and warn) which GPU the barrier is on.
+    if dev.type == "cuda":
+        dist.barrier(device_ids=[dev.index])
+    else:
+        dist.barrier()
+
+
+def _first_call(call, name, dtype):
+    """Run the first warm-up call, turning "backend lacks this" errors into a message with a fix.
+
+    Every rank makes the same call with the same arguments, so when the backend lacks the
+    operation every rank raises here, and none is left waiting in a collective.
+    """
+    try:
+        call()
+    except (RuntimeError, NotImplementedError) as exc:
+        text = str(exc)
+        if "not support" in text.lower() or "unsupported" in text.lower():
+            raise RuntimeError(
+                f"the {dist.get_backend()} backend of torch {torch.__version__} cannot run {name} on "
+                f"{dtype} tensors ({text.strip().splitlines()[0]}). Try another dtype (-d) or "
+                "reduction (-o), the other backend, or a newer torch.") from exc
+        raise
+
+
 def _sync(dev):
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
@@ -154,10 +180,9 @@ def _sum_over_ranks(value: int, dev) -> int:
 
 
 def _measure_barrier(spec, dev) -> list[dict]:
-    for _ in range(spec["warmup"]):
-        dist.barrier()
-    dist.barrier()
-    seconds = _mean_over_ranks(_timed_loop(dist.barrier, spec["iters"], dev), dev)
+    for _ in range(spec["warmup"] + 1):
+        _barrier(dev)
+    seconds = _mean_over_ranks(_timed_loop(lambda: _barrier(dev), spec["iters"], dev), dev)
     return [dict(op="barrier", size=0, count=0, type="none", redop="none", root=-1,
                  ranks=dist.get_world_size(), backend=str(dist.get_backend()), placement="in-place", time_us=seconds * 1e6, algbw=0.0, busbw=0.0, wrong=-1,
                  note="barrier: latency only, no data")]
@@ -206,9 +231,10 @@ def measure(spec: dict) -> list[dict]:
         send, recv, scratch = _buffers(op, placement, send_n, recv_n, ctx, dev)
         _fill(send, op, ctx)
         call = _caller(op, placement, send, recv, scratch, ctx)
-        for _ in range(spec["warmup"]):
+        _first_call(call, name, type_name)
+        for _ in range(spec["warmup"] - 1):
             call()
-        dist.barrier()
+        _barrier(dev)
         seconds = _mean_over_ranks(_timed_loop(call, spec["iters"], dev), dev)
         wrong = -1
         if spec["check"]:
@@ -223,4 +249,6 @@ def measure(spec: dict) -> list[dict]:
                          placement=placement, time_us=seconds * 1e6, algbw=algbw,
                          busbw=algbw * op.busbw_factor(n), wrong=wrong,
                          note=_note(op, placement)))
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()  # hand this size's buffers back, so the next size sees them as free
     return rows

@@ -38,7 +38,9 @@ def free_bytes_here() -> tuple[str, int]:
     import torch.distributed as dist
 
     if dist.is_initialized() and dist.get_backend() == "nccl":
-        free, _ = torch.cuda.mem_get_info(torch.cuda.current_device())
+        from labcore.live.context import device
+
+        free, _ = torch.cuda.mem_get_info(device())
         return "cuda", int(free)
     import psutil
 
