@@ -101,8 +101,15 @@ def fill_levels(trace) -> tuple[np.ndarray, np.ndarray]:
     return counts, need
 
 
-def _arrows(p: Placement, src, dst) -> tuple[np.ndarray, np.ndarray]:
-    """Tail and head of every arrow; arrows between the same pair are offset side by side."""
+_ARROW_POINTS = 5  # points per arrow: straight arrows are collinear, bent ones a curve
+
+
+def _arrows(p: Placement, src, dst) -> np.ndarray:
+    """(n, _ARROW_POINTS, 2) points of every arrow, tail first.
+
+    Arrows between the same pair are offset side by side; an arrow whose straight
+    path would cross another agent's marker bends around it (a quadratic curve).
+    """
     a, b = p.xy[src], p.xy[dst]
     d = b - a
     length = np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-9)
@@ -115,7 +122,25 @@ def _arrows(p: Placement, src, dst) -> tuple[np.ndarray, np.ndarray]:
     nth = np.empty_like(order)
     nth[order] = np.arange(order.size) - first
     off = p.radius * (0.35 + 0.5 * nth)[:, None] * normal
-    return a + u * p.radius + off, b - u * p.radius * 1.3 + off
+    return _bend(p, a + u * p.radius + off, b - u * p.radius * 1.3 + off, src, dst)
+
+
+def _bend(p: Placement, tail: np.ndarray, head: np.ndarray, src, dst) -> np.ndarray:
+    """Points from tail to head: straight, or curved where the straight line would cross an agent."""
+    d = head - tail
+    length = np.maximum(np.linalg.norm(d, axis=1), 1e-9)
+    u = d / length[:, None]
+    normal = np.stack([-u[:, 1], u[:, 0]], axis=1)
+    # distance of every agent from every straight path, its own two ends excluded
+    rel = p.xy[None, :, :] - tail[:, None, :]
+    along = np.clip(np.einsum("nak,nk->na", rel, u), 0, length[:, None])
+    gap = np.linalg.norm(rel - along[..., None] * u[:, None, :], axis=-1)
+    agents = np.arange(p.xy.shape[0])[None, :]
+    gap = np.where((agents == np.asarray(src)[:, None]) | (agents == np.asarray(dst)[:, None]), np.inf, gap)
+    bend = np.where(gap.min(axis=1) < 1.2 * p.radius, 0.18 * length + p.radius, 0.0)
+    control = (tail + head) / 2 + bend[:, None] * normal
+    t = np.linspace(0, 1, _ARROW_POINTS)[None, :, None]
+    return (1 - t) ** 2 * tail[:, None] + 2 * t * (1 - t) * control[:, None] + t ** 2 * head[:, None]
 
 
 def _cell_text(counts: np.ndarray, need: np.ndarray) -> list[str]:
@@ -158,11 +183,11 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
     # -- static picture: links, boxes, nodes ----------------------------------------
     data: list[dict] = []
     for style in ("solid", "dash"):
-        xs, ys = [], []
-        for a, b, st in p.edges:
-            if st == style:
-                xs += [p.xy[a, 0], p.xy[b, 0], None]
-                ys += [p.xy[a, 1], p.xy[b, 1], None]
+        ends = np.array([(a, b) for a, b, st in p.edges if st == style], dtype=np.int64).reshape(-1, 2)
+        pts = np.full((len(ends), _ARROW_POINTS + 1, 2), np.nan)
+        if len(ends):
+            pts[:, :-1] = _bend(p, p.xy[ends[:, 0]], p.xy[ends[:, 1]], ends[:, 0], ends[:, 1])
+        xs, ys = pts[..., 0].ravel(), pts[..., 1].ravel()
         data.append({"type": "scatter", "x": xs, "y": ys, "mode": "lines", "hoverinfo": "skip",
                      "line": {"color": "#c8c8c8", "width": 2, "dash": style}, "showlegend": False})
     corners = np.vstack([p.xy] + [[[b[0], b[1]], [b[2], b[3]]] for b in p.boxes])
@@ -217,24 +242,27 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
     frames = []
     for k, sl in enumerate(s.step_slices()):
         src, dst, chunk = s.src[sl], s.dst[sl], s.chunk[sl]
-        tail, head = _arrows(p, src, dst) if src.size else (np.zeros((0, 2)),) * 2
+        paths = _arrows(p, src, dst) if src.size else np.zeros((0, _ARROW_POINTS, 2))
         group = chunk % groups
         arrow_traces = []
+        per = _ARROW_POINTS + 1                 # the points of one arrow, then a NaN gap
         for g in range(groups):
             idx = np.flatnonzero(group == g)
             n = idx.size
-            xs = np.full(3 * n, np.nan)
-            ys = np.full(3 * n, np.nan)
-            xs[0::3], xs[1::3] = tail[idx, 0], head[idx, 0]
-            ys[0::3], ys[1::3] = tail[idx, 1], head[idx, 1]
-            sizes = np.tile([0.0, max(8.0, node_px * 0.45), 0.0], n)
+            pts = np.full((n, per, 2), np.nan)
+            pts[:, :-1] = paths[idx]
+            xs, ys = pts[..., 0].ravel().astype(np.float32), pts[..., 1].ravel().astype(np.float32)
+            one = np.zeros(per)
+            one[-2] = max(8.0, node_px * 0.45)  # the arrowhead sits on the last point
+            sizes = np.tile(one, n)
             hover = []
             for i in idx.tolist():
                 label = (f"{names[s.src[sl][i]]} → {names[s.dst[sl][i]]}: chunk {int(chunk[i])}, "
                          f"{'reduce' if s.reduce[sl][i] else 'copy'}, {format_bytes(s.size[sl][i])}, "
                          f"{trace.start[sl][i] * 1e6:.3g}–{trace.end[sl][i] * 1e6:.3g} us")
-                hover += [label, label, ""]
-            custom = np.repeat(np.stack([src[idx], dst[idx], chunk[idx]], axis=1), 3, axis=0)
+                hover += [""] * (_ARROW_POINTS - 1) + [label, ""]      # hover on the arrowhead
+            ends = np.stack([src[idx], dst[idx], chunk[idx]], axis=1).astype(np.int32)
+            custom = np.repeat(ends, per, axis=0)
             # NaN breaks the line between arrows; numpy arrays travel as compact typed arrays
             arrow_traces.append({"x": xs, "y": ys, "hovertext": hover, "customdata": custom,
                                  "marker": {"size": sizes}})
