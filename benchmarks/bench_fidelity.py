@@ -12,7 +12,7 @@ background load.
 Goals: busbw ratio labcore / bare >= 0.95 at every size; at 8 bytes, labcore's
 time within 10% of the bare loop's.
 
-Run:  python benchmarks/bench_fidelity.py [--rounds 15] [--ranks 4]
+Run:  python benchmarks/bench_fidelity.py [--rounds 21] [--ranks 4]
 """
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     from labcore.live.bench import BUSBW_FACTORS
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--rounds", type=int, default=21)
     p.add_argument("--ranks", type=int, default=4)
     args = p.parse_args(argv)
     n = args.ranks

@@ -26,7 +26,6 @@ Under torchrun, after ``dist.init_process_group``::
 from __future__ import annotations
 
 import os
-import platform
 import socket
 import time
 
@@ -53,8 +52,10 @@ def _device() -> torch.device:
 
 def describe_rank() -> dict:
     """This rank's pid, host and device, for the "Using devices" lines of the CLI."""
+    from labcore.live.topology import cpu_summary
+
     dev = _device()
-    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu"
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_summary()["cpu"]
     return dict(rank=dist.get_rank(), pid=os.getpid(), host=socket.gethostname(), device=str(dev),
                 name=name)
 
