@@ -28,7 +28,7 @@ import plotly.graph_objects as go
 
 from labcore.sim import collectives
 from labcore.viz.positions import Placement, place
-from labcore.viz.style import CHUNK_COLORS, TEMPLATE, format_bytes
+from labcore.viz.style import CHUNK_COLORS, format_bytes, template_dict
 
 __all__ = ["chunk_flow", "captions", "fill_levels", "still"]
 
@@ -309,7 +309,7 @@ def _layout(s, title, width, height, box, A, C, P, p: Placement, frame_ms: int) 
     notes = [{"x": b[0] + 0.02, "y": b[3] - 0.02, "xref": "x", "yref": "y", "text": b[4], "showarrow": False,
               "xanchor": "left", "yanchor": "top", "font": {"size": 10, "color": "#777"}} for b in p.boxes]
     return {
-        "template": TEMPLATE, "width": width, "height": height, "hovermode": "closest",
+        "template": template_dict(), "width": width, "height": height, "hovermode": "closest",
         "title": {"text": title or (f"{s.collective} ({s.algorithm}) on {P} ranks, "
                                     f"{format_bytes(s.nbytes)}, {C} chunks")},
         "margin": {"l": 20, "r": 60, "t": 60, "b": 90},

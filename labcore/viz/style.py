@@ -13,6 +13,14 @@ FILL_SCALE = "Blues"
 TEMPLATE = "plotly_white"
 
 
+def template_dict() -> dict:
+    """The lab's plotly template as plain data, for figures built without validation (which
+    would otherwise keep the bare name, and plotly.js only understands the template itself)."""
+    import plotly.io as pio
+
+    return pio.templates[TEMPLATE].to_plotly_json()
+
+
 def chunk_color(chunk: int) -> str:
     """Colour of chunk ``chunk`` in every figure of the lab."""
     return CHUNK_COLORS[chunk % len(CHUNK_COLORS)]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from labcore.viz.style import CHUNK_COLORS, TEMPLATE, format_bytes
+from labcore.viz.style import CHUNK_COLORS, format_bytes, template_dict
 
 __all__ = ["link_timeline", "link_usage"]
 
@@ -125,7 +125,7 @@ def link_timeline(trace, *, max_links: int = 48, title: str | None = None) -> go
         shapes = [{"type": "line", "x0": x, "x1": x, "y0": 0, "y1": 1, "yref": "paper",
                    "line": {"dash": "dot", "width": 1, "color": "#bbb"}} for x in (trace.step_end * 1e6).tolist()]
     n = len(rows)
-    layout = {"template": TEMPLATE, "barmode": "overlay", "height": 160 + 22 * n, "width": 950,
+    layout = {"template": template_dict(), "barmode": "overlay", "height": 160 + 22 * n, "width": 950,
               "title": {"text": title or (f"Link timeline: {s.collective} ({s.algorithm}), {s.ranks} ranks, "
                                           f"{format_bytes(s.nbytes)}, {trace.time_s * 1e6:.4g} us")},
               "xaxis": {"title": "simulated time (us)", "range": [0, trace.time_s * 1e6 * 1.01]},
