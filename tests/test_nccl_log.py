@@ -1,6 +1,8 @@
 """The NCCL INFO parser on recorded logs: version, channels, rings, trees, transports per peer."""
 from pathlib import Path
 
+import pandas as pd
+
 from labcore.live.nccl_log import parse
 
 DATA = Path(__file__).parent / "data"
@@ -42,3 +44,10 @@ def test_per_rank_texts_and_unrelated_output():
     empty = parse(["just a print", "Traceback: nothing to see"])
     assert not empty.found and empty.peer_table().empty
     assert dict(empty.summary().values)["NCCL version"] == "not logged"
+
+
+def test_parsed_logs_ride_along_in_dataframe_attrs():
+    log = parse((DATA / "nccl_info_1node_4gpu.log").read_text())
+    a, b = pd.DataFrame({"x": [1]}), pd.DataFrame({"x": [2]})
+    a.attrs["nccl"], b.attrs["nccl"] = log, parse((DATA / "nccl_info_2node_ib.log").read_text())
+    assert len(pd.concat([a, b])) == 2  # pandas compares attrs here; that must not raise

@@ -39,7 +39,7 @@ _ENV = re.compile(r"NCCL INFO (NCCL_\w+) set by environment to (\S+)")
 _NETWORK = re.compile(r"NCCL INFO Using network (\S+)")
 
 
-@dataclass
+@dataclass(eq=False)  # identity equality: pandas compares DataFrame.attrs when concatenating
 class NcclLog:
     """NCCL's start-up decisions, as found in the INFO lines.
 

@@ -73,6 +73,11 @@ def _spec(args) -> dict:
                 root=args.root, warmup=args.warmup_iters, iters=args.iters, check=bool(args.check))
 
 
+def _check_root(spec, nranks):
+    if not 0 <= spec["root"] < nranks:
+        raise ValueError(f"root (-r) must be a rank between 0 and {nranks - 1}, not {spec['root']}")
+
+
 class _Printer:
     """Prints nccl-tests' layout line by line as sizes finish (only on the printing rank)."""
 
@@ -144,6 +149,7 @@ def _main_torchrun(args, spec) -> int:
                             device_id=torch.device("cuda", local) if backend == "nccl" else None)
     try:
         nranks, rank = dist.get_world_size(), dist.get_rank()
+        _check_root(spec, nranks)
         say = _Printer(rank == 0)
         if args.ngpus is not None and args.ngpus != nranks:
             say(f"# -g {args.ngpus} ignored: torchrun started {nranks} ranks")
@@ -173,6 +179,7 @@ def _main_cluster(args, spec) -> int:
     from labcore.live.bench.sweep import rank_budget
 
     nranks = args.ngpus or (gpu_count() if args.backend != "gloo" and gpu_count() >= 2 else 2)
+    _check_root(spec, nranks)
     say = _Printer(True)
     with Cluster(nranks, backend=args.backend, timeout=args.timeout, show_output=False) as cl:
         budget, where = rank_budget(cl)

@@ -214,6 +214,8 @@ def measure(spec: dict) -> list[dict]:
     n, rank = dist.get_world_size(), dist.get_rank()
     if name == "sendrecv" and n < 2:
         raise ValueError("sendrecv needs at least 2 ranks: start the cluster with world_size >= 2")
+    if op.rooted and not 0 <= spec["root"] < n:
+        raise ValueError(f"root must be a rank between 0 and {n - 1}, not {spec['root']}")
     if op.kind == "reduce" and spec["redop"] not in _ops.REDOPS:
         raise ValueError(f"unknown reduction {spec['redop']!r}; use one of {', '.join(_ops.REDOPS)}")
     if (op.kind == "reduce" and spec["redop"] == "avg" and not dtype.is_floating_point

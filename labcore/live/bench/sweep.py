@@ -153,14 +153,13 @@ def _sweep_on(cl, op, min_bytes, max_bytes, factor, step, dtype, redop, root, wa
     spec = dict(op=name, dtype=dtype_of(dtype)[0], redop=redop, root=root, warmup=warmup,
                 iters=iters, placements=placements, check=check, corrupt=corrupt)
     rows, logs = [], [""] * cl.world_size
-    bar = tqdm(sizes, desc=f"{name} on {cl.world_size} ranks ({cl.backend})", unit="size",
-               disable=not progress, leave=False)
-    for nbytes in bar:
-        rows += cl.call(measure, args=({**spec, "nbytes": nbytes},), timeout=timeout)[0]
-        logs = [log + out + err for log, (out, err) in zip(logs, cl.last_output)]
-        if rows:
-            bar.set_postfix(busbw=f"{rows[-1]['busbw']:.3g} GB/s")
-    bar.close()
+    with tqdm(sizes, desc=f"{name} on {cl.world_size} ranks ({cl.backend})", unit="size",
+              disable=not progress, leave=False) as bar:
+        for nbytes in bar:
+            rows += cl.call(measure, args=({**spec, "nbytes": nbytes},), timeout=timeout)[0]
+            logs = [log + out + err for log, (out, err) in zip(logs, cl.last_output)]
+            if rows:
+                bar.set_postfix(busbw=f"{rows[-1]['busbw']:.3g} GB/s")
     df = pd.DataFrame(rows, columns=COLUMNS)
     df.attrs.update(params=dict(spec, ranks=cl.world_size, backend=cl.backend, env=dict(env or {}),
                                 min_bytes=min_bytes, max_bytes=max_bytes, factor=factor, step=step),
