@@ -127,3 +127,14 @@ def test_memory_plan_refuses_before_allocating_and_default_shrinks_to_fit():
     assert all(memory.peak_bytes("all_reduce", s, 4, 4) <= budget for s in sizes)
     assert memory.per_rank_budget("cpu", 8 << 30, 4) == int((2 << 30) * 0.8)  # RAM is shared
     assert memory.per_rank_budget("cuda", 8 << 30, 4) == int((8 << 30) * 0.8)  # a GPU is not
+
+
+def test_noisy_neighbours_stop_with_the_block():
+    import psutil
+
+    with lc.bench.noisy_neighbours(2, max_seconds=30) as pids:
+        assert all(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+    assert not any(psutil.pid_exists(p) for p in pids)
+    with pytest.raises(ValueError, match="at least 1"):
+        with lc.bench.noisy_neighbours(0):
+            pass
