@@ -53,6 +53,8 @@ def test_bad_arguments_exit_2_with_a_message(capsys):
     assert main(["allscatter"]) == 2
     assert main(["all_reduce", "-e", "64T", "-g", "2"]) == 2
     assert "Nothing was allocated" in capsys.readouterr().err
+    assert main(["all_reduce", "--baseline", "/nonexistent/base.json"]) == 2
+    assert "no baseline at /nonexistent/base.json" in capsys.readouterr().err
     assert main(["broadcast", "-r", "3", "-g", "2"]) == 2
     assert "root (-r) must be a rank between 0 and 1" in capsys.readouterr().err
 

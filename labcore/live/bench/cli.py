@@ -122,8 +122,7 @@ def _finish(args, df, spec, nranks, backend, say) -> int:
         say(f"# saved the sweep to {args.json}")
     failed = bool(spec["check"]) and int(df.loc[df["wrong"] > 0, "wrong"].sum()) > 0
     if args.baseline:
-        result = _baseline.compare(_baseline.load_baseline(args.baseline), df, args.tolerance,
-                                   parse_size(args.compare_from))
+        result = _baseline.compare(args.baseline_df, df, args.tolerance, parse_size(args.compare_from))
         say(f"# evidence gate against {args.baseline} (tolerance {args.tolerance:g}):",
             f"# {'size':>10}  {'placement':>12}  {'base us':>9}  {'now us':>9}  {'ratio':>6}  status")
         for _, r in result.iterrows():
@@ -203,7 +202,10 @@ def main(argv: list[str]) -> int:
         parse_size(args.minbytes)
         if args.maxbytes is not None:
             parse_size(args.maxbytes)
-    except ValueError as exc:
+        # Read the baseline before measuring anything; only the printing rank needs it.
+        prints = int(os.environ.get("RANK", 0)) == 0
+        args.baseline_df = _baseline.load_baseline(args.baseline) if args.baseline and prints else None
+    except (ValueError, FileNotFoundError) as exc:
         print(f"labcore bench: {exc}", file=sys.stderr)
         return 2
     from labcore.live.errors import ClusterError
