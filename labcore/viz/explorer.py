@@ -114,7 +114,7 @@ class Explorer:
             topo = sim.topologies.preset(c["topology"].value, ranks)
             trace = sim.simulate(self.op, algorithm=algorithm, ranks=ranks, nbytes=nbytes, topology=topo,
                                  **_options_for(self.op, algorithm, ranks, topo))
-        except ValueError as err:                # e.g. a node size that does not divide the ranks
+        except (ValueError, TypeError) as err:   # e.g. an algorithm the machine cannot run
             self.message.value = f"<span style='color:#b00'>{err}</span>"
             return
         self.message.value = ""
@@ -171,7 +171,7 @@ class Explorer:
             try:
                 closed = cost.time(sched.collective, sched.algorithm, sched.ranks, sched.nbytes,
                                    alpha=notes["alpha"], beta=1.0 / notes["bandwidth"], **sched.params)
-                rows.append(("alpha-beta closed form", f"{closed * 1e6:.4g} us"))
+                rows.append(("alpha-beta closed form (no contention)", f"{closed * 1e6:.4g} us"))
             except (ValueError, TypeError):
                 pass                             # no closed form for this algorithm
         cells = "".join(f"<tr><td style='padding-right:1em'>{k}</td><td><b>{v}</b></td></tr>" for k, v in rows)
