@@ -11,7 +11,7 @@ algbw from busbw: correct!
 """
 from __future__ import annotations
 
-from labcore.exercises.core import CustomExercise, FunctionExercise, Incorrect, NotAttempted, ValueExercise
+from labcore.exercises.core import Exercise, FunctionExercise, Incorrect, NotAttempted, ValueExercise
 from labcore.exercises.core import _is_blank
 
 __all__ = ["q_size", "q_algbw", "q_regressions", "nccl_tests_size"]
@@ -72,19 +72,6 @@ q_algbw = ValueExercise(
 )
 
 
-class _GateExercise(CustomExercise):
-    """A question about one comparison table: the example below until :meth:`about` names another."""
-
-    def __init__(self, *args, result, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.result = result
-
-    def about(self, result) -> "_GateExercise":
-        """Ask about ``result`` (the output of ``lc.bench.compare``); returns self."""
-        self.result = result
-        return self
-
-
 def _example_gate():
     import pandas as pd
 
@@ -98,31 +85,42 @@ def _example_gate():
     return gate
 
 
-def _check_regressions(answer):
-    if _is_blank(answer):
-        raise NotAttempted()
-    result = q_regressions.result
-    want = sorted(int(s) for s in result.loc[result["status"] == "regression", "size"].unique())
-    try:
-        got = sorted(int(s) for s in answer)
-    except (TypeError, ValueError):
-        raise Incorrect(f"answer with a list of sizes in bytes, e.g. [1048576, 4194304]; got {answer!r}.")
-    if got == want:
-        return None
-    extra, missing = sorted(set(got) - set(want)), sorted(set(want) - set(got))
-    parts = []
-    if extra:
-        parts.append(f"{extra} passed the gate (ratio >= 1 - tolerance)")
-    if missing:
-        parts.append(f"{len(missing)} regressed size(s) are missing")
-    raise Incorrect("; ".join(parts) + ".")
+class _GateExercise(Exercise):
+    """Which sizes of one comparison table regressed: the example table until :meth:`about` names another."""
+
+    def __init__(self, *args, result, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.result = result
+
+    def about(self, result) -> "_GateExercise":
+        """Ask about ``result`` (the output of ``lc.bench.compare``); returns self."""
+        self.result = result
+        return self
+
+    def _check(self, answer, **context):
+        if _is_blank(answer):
+            raise NotAttempted()
+        table = self.result
+        want = sorted(int(s) for s in table.loc[table["status"] == "regression", "size"].unique())
+        try:
+            got = sorted(int(s) for s in answer)
+        except (TypeError, ValueError):
+            raise Incorrect(f"answer with a list of sizes in bytes, e.g. [1048576, 4194304]; got {answer!r}.")
+        if got == want:
+            return None
+        extra, missing = sorted(set(got) - set(want)), sorted(set(want) - set(got))
+        parts = []
+        if extra:
+            parts.append(f"{extra} passed the gate (ratio >= 1 - tolerance)")
+        if missing:
+            parts.append(f"{len(missing)} regressed size(s) are missing")
+        raise Incorrect("; ".join(parts) + ".")
 
 
 q_regressions = _GateExercise(
     "Which sizes regressed?",
     "List the sizes (bytes) that the evidence gate's table marks as a regression. In the "
     "notebook, q_regressions.about(gate) points the question at your own comparison `gate`.",
-    checker=_check_regressions,
     hints=["A row regresses when ratio = baseline time / current time < 1 - tolerance.",
            "gate.loc[gate.status == 'regression', 'size']"],
     solution="sorted(gate.loc[gate.status == 'regression', 'size'].unique().tolist())",
