@@ -138,3 +138,15 @@ def test_noisy_neighbours_stop_with_the_block():
     with pytest.raises(ValueError, match="at least 1"):
         with lc.bench.noisy_neighbours(0):
             pass
+
+
+@pytest.mark.parametrize("module", [
+    "labcore.live.bench", "labcore.live.bench.units", "labcore.live.bench.ops", "labcore.live.bench.verify",
+    "labcore.live.bench.memory", "labcore.live.bench.table", "labcore.live.bench.baseline",
+    "labcore.live.bench.load", "labcore.live.nccl_log", "labcore.live.topology", "labcore.exercises.measuring"])
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.failed == 0 and result.attempted > 0
