@@ -123,19 +123,34 @@ def _solve(A: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
+def _least_median(A: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least median of squares (Rousseeuw 1984): the (alpha, beta) through two of the points
+    that leaves the smallest median residual. With two unknowns, trying every pair is exact."""
+    best, best_med = _solve(A, y), np.inf
+    for i in range(len(y)):
+        for j in range(i + 1, len(y)):
+            pair = A[[i, j]]
+            if abs(np.linalg.det(pair)) < 1e-12:
+                continue
+            x = np.linalg.solve(pair, y[[i, j]])
+            if np.any(x < 0):
+                continue
+            med = float(np.median(np.abs(A @ x - y)))
+            if med < best_med:
+                best, best_med = x, med
+    return best
+
+
 def _fit(A: np.ndarray, y: np.ndarray, robust: bool) -> np.ndarray:
-    """Least squares, or (robust) least absolute deviations by iteratively reweighted least squares."""
-    x = _solve(A, y)
-    for _ in range(50 if robust else 0):
-        # weight 1/sqrt|r| turns the squared loss into the absolute one; the floor keeps it finite
-        w = 1.0 / np.sqrt(np.maximum(np.abs(A @ x - y), 1e-4))
-        x = _solve(A * w[:, None], y * w)
-    return x
+    """Least squares; or (robust) least median of squares, which lets up to half the sizes sit
+    off the line (a regime the model lacks, such as a backend switching algorithm at some
+    size, or cores shared with other work)."""
+    return _least_median(A, y) if robust and len(y) > 2 else _solve(A, y)
 
 
 def calibrate(df, op: str | None = None, algorithm: str = "ring", placement: str | None = "out-of-place",
               min_size: float = 0, max_size: float = float("inf"), relative: bool = True, robust: bool = False,
-              **options) -> Calibration:
+              time: str = "time_us", **options) -> Calibration:
     """Fit alpha and beta per rank count from a labcore.bench DataFrame.
 
     Parameters
@@ -147,8 +162,10 @@ def calibrate(df, op: str | None = None, algorithm: str = "ring", placement: str
     placement : keep only these rows (None keeps all).
     min_size, max_size : bytes; fit only sizes in this range.
     relative : minimise relative error (recommended) instead of absolute error.
-    robust : minimise the sum of |error| instead of error^2, so that a few disturbed sizes
-        (another program stealing the cores) pull the fit less.
+    robust : fit the line that most sizes agree with (least median of squares), so that disturbed sizes and regimes the model lacks
+        (gloo changing algorithm at some size; ranks sharing cores) pull the fit less.
+    time : the column of microseconds to fit: ``time_us`` (nccl-tests' mean per call) or
+        ``median_us`` (the median call, which a stalled call does not move).
     **options : for the closed form (``pipeline``, ``gpus_per_node``).
 
     Returns
@@ -158,7 +175,7 @@ def calibrate(df, op: str | None = None, algorithm: str = "ring", placement: str
     """
     import pandas as pd
 
-    missing = {"size", "ranks", "time_us"} - set(df.columns)
+    missing = {"size", "ranks", time} - set(df.columns)
     if missing:
         raise ValueError(f"the DataFrame lacks columns {sorted(missing)}; pass labcore.bench.sweep's output")
     data = df
@@ -173,14 +190,14 @@ def calibrate(df, op: str | None = None, algorithm: str = "ring", placement: str
         raise ValueError("say which collective the times are for: op='all_reduce'")
     if placement is not None and "placement" in data.columns:
         data = data[data["placement"] == placement]
-    data = data[data["time_us"] > 0]
+    data = data[data[time] > 0]
     if data.empty:
         raise ValueError(f"no positive times for op={op!r}, placement={placement!r}")
     fits, frames = {}, []
     for ranks, group in data.groupby("ranks"):
         ranks = int(ranks)
         size = group["size"].to_numpy(float)
-        t = group["time_us"].to_numpy(float) * 1e-6
+        t = group[time].to_numpy(float) * 1e-6
         ab = np.array([coefficients(op, algorithm, ranks, s, **options)[:2] for s in size], dtype=float)
         use = (size >= min_size) & (size <= max_size)
         if use.sum() < 2:

@@ -10,7 +10,8 @@ and is the only code that touches buffers. It follows nccl-tests' harness
    a pair of CUDA events on the current stream with NCCL, ``time.perf_counter``
    with gloo (gloo calls return once the data has arrived);
 3. the per-call time is the **mean over ranks** of each rank's loop time /
-   ``iters`` (nccl-tests' default ``-a 1``);
+   ``iters`` (nccl-tests' default ``-a 1``); every call is also stamped, and the
+   median call (mean over ranks) is reported beside it as ``median_us``;
 4. with ``check`` on, re-fill the inputs, run once more and compare every output
    element against its exact value; #wrong is summed over ranks.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import os
 import socket
+import statistics
 import time
 
 import torch
@@ -138,20 +140,27 @@ def _sync(dev):
         torch.cuda.synchronize(dev)
 
 
-def _timed_loop(call, iters, dev) -> float:
-    """Seconds per call on this rank."""
+def _timed_loop(call, iters, dev) -> tuple[float, float]:
+    """Seconds per call on this rank: the loop's mean (nccl-tests' number) and the median call.
+
+    Every call is stamped, so both come from one loop; the median ignores the odd call
+    that the operating system delayed, which the mean (rightly, for nccl-tests) keeps.
+    """
     if dev.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+        stamps = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+        stamps[0].record()
+        for stamp in stamps[1:]:
+            call()
+            stamp.record()
+        stamps[-1].synchronize()
+        per_call = [a.elapsed_time(b) / 1e3 for a, b in zip(stamps, stamps[1:])]
+    else:
+        stamps = [time.perf_counter()]
         for _ in range(iters):
             call()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3 / iters
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        call()
-    return (time.perf_counter() - t0) / iters
+            stamps.append(time.perf_counter())
+        per_call = [b - a for a, b in zip(stamps, stamps[1:])]
+    return sum(per_call) / iters, statistics.median(per_call)
 
 
 def _check(op, recv, ctx, corrupt) -> int:
@@ -183,10 +192,11 @@ def _sum_over_ranks(value: int, dev) -> int:
 def _measure_barrier(spec, dev) -> list[dict]:
     for _ in range(spec["warmup"] + 1):
         _barrier(dev)
-    seconds = _mean_over_ranks(_timed_loop(lambda: _barrier(dev), spec["iters"], dev), dev)
+    mean, median = _timed_loop(lambda: _barrier(dev), spec["iters"], dev)
     return [dict(op="barrier", size=0, count=0, type="none", redop="none", root=-1,
-                 ranks=dist.get_world_size(), backend=str(dist.get_backend()), placement="in-place", time_us=seconds * 1e6, algbw=0.0, busbw=0.0, wrong=-1,
-                 note="barrier: latency only, no data")]
+                 ranks=dist.get_world_size(), backend=str(dist.get_backend()), placement="in-place",
+                 time_us=_mean_over_ranks(mean, dev) * 1e6, algbw=0.0, busbw=0.0, wrong=-1,
+                 note="barrier: latency only, no data", median_us=_mean_over_ranks(median, dev) * 1e6)]
 
 
 def measure(spec: dict) -> list[dict]:
@@ -238,7 +248,8 @@ def measure(spec: dict) -> list[dict]:
         for _ in range(spec["warmup"] - 1):
             call()
         _barrier(dev)
-        seconds = _mean_over_ranks(_timed_loop(call, spec["iters"], dev), dev)
+        mean, median = _timed_loop(call, spec["iters"], dev)
+        seconds = _mean_over_ranks(mean, dev)
         wrong = -1
         if spec["check"]:
             _fill(send, op, ctx)
@@ -251,7 +262,7 @@ def measure(spec: dict) -> list[dict]:
                          root=ctx.root, ranks=n, backend=str(dist.get_backend()),
                          placement=placement, time_us=seconds * 1e6, algbw=algbw,
                          busbw=algbw * op.busbw_factor(n), wrong=wrong,
-                         note=_note(op, placement)))
+                         note=_note(op, placement), median_us=_mean_over_ranks(median, dev) * 1e6))
     if dev.type == "cuda":
         torch.cuda.empty_cache()  # hand this size's buffers back, so the next size sees them as free
     return rows

@@ -23,7 +23,7 @@ from labcore.live.bench.harness import PLACEMENTS, measure
 from labcore.live.bench.units import dtype_of, parse_size, size_steps
 
 COLUMNS = ["op", "size", "count", "type", "redop", "root", "ranks", "backend", "placement",
-           "time_us", "algbw", "busbw", "wrong", "note"]
+           "time_us", "algbw", "busbw", "wrong", "note", "median_us"]
 
 # Largest size of a default sweep (nccl-tests' default -e is 32M); smaller if memory is short.
 DEFAULT_MAX_BYTES = 32 << 20
@@ -114,8 +114,9 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
     Returns
     -------
     pandas.DataFrame, one row per size and placement, columns ``op, size, count, type, redop,
-    root, ranks, backend, placement, time_us, algbw, busbw, wrong, note`` (GB/s with
-    GB = 1e9 bytes; ``note`` labels emulated placements). ``df.attrs`` holds the parameters,
+    root, ranks, backend, placement, time_us, algbw, busbw, wrong, note, median_us`` (GB/s with
+    GB = 1e9 bytes; ``note`` labels emulated placements; ``median_us`` is the median call,
+    averaged over ranks: steadier than the mean on a shared machine, for fitting models). ``df.attrs`` holds the parameters,
     each rank's captured output (``"log"``) and, when NCCL logged, ``"nccl"``.
 
     Examples
