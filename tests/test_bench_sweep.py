@@ -65,6 +65,14 @@ def test_columns_and_numbers_follow_the_contract(three):
     assert "nccl" not in df.attrs  # gloo logs nothing of NCCL's
 
 
+def test_median_call_is_reported_beside_the_mean(two):
+    df = lc.bench.sweep(two, "all_reduce", **{**SMALL, "iters": 5})
+    assert (df["median_us"] > 0).all()
+    # Same stamped loop: of 5 calls, 3 take at least the median, so the mean is >= 3/5 of it
+    # on every rank, and so after averaging over ranks.
+    assert (df["median_us"] <= df["time_us"] * 5 / 3 * (1 + 1e-9)).all()
+
+
 def test_emulated_placements_are_labelled(two):
     df = lc.bench.sweep(two, "all_reduce", **SMALL)
     notes = dict(zip(df["placement"], df["note"]))
