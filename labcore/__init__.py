@@ -21,9 +21,8 @@ import importlib
 
 __version__ = "0.1.0"
 
-# lc.bench is the benchmark harness that lives under labcore.live.
 _SUBMODULES = {
-    "live": "labcore.live", "bench": "labcore.live.bench", "sim": "labcore.sim",
+    "live": "labcore.live", "bench": "labcore.bench", "sim": "labcore.sim",
     "viz": "labcore.viz", "exercises": "labcore.exercises",
 }
 _LIVE_NAMES = {
