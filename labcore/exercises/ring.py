@@ -227,8 +227,10 @@ q_ring_schedule = CustomExercise(
 
 
 # -- (4) the live ring, checked against dist.all_reduce ------------------------------------
-_REPLACED = ("all_reduce", "reduce_scatter", "reduce_scatter_tensor", "all_gather",
-             "all_gather_into_tensor", "reduce", "all_reduce_coalesced")
+# Both spellings: torch 2.13 renamed the *_tensor collectives to *_single.
+_REPLACED = ("all_reduce", "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single",
+             "all_gather", "all_gather_into_tensor", "all_gather_single", "reduce",
+             "all_reduce_coalesced")
 
 
 def _compare_on_rank(fn, elements_per_rank: int, seed: int):
