@@ -104,7 +104,7 @@ class Uniform(Topology):
         if bandwidth <= 0 or alpha < 0 or gamma < 0:
             raise ValueError("bandwidth must be positive; alpha and gamma must not be negative")
         self.name, self.ranks, self.switch_agents = name, ranks, 1
-        self.alpha, self.beta, self.gamma_value = float(alpha), 1.0 / float(bandwidth), float(gamma)
+        self.alpha, self.beta = float(alpha), 1.0 / float(bandwidth)
         n = ranks * ranks + 2 * ranks
         # broadcast views: a 1024-rank mesh has a million links but needs no memory for them
         self.bandwidth = np.broadcast_to(np.float64(bandwidth), (n,))

@@ -8,8 +8,6 @@ import plotly.colors as pc
 
 # Qualitative palette, one colour per chunk; cycled when there are more chunks.
 CHUNK_COLORS = pc.qualitative.Plotly + pc.qualitative.D3[2:] + pc.qualitative.Set2
-# Buffer cells go from light (one contribution) to dark (all contributions).
-FILL_SCALE = "Blues"
 TEMPLATE = "plotly_white"
 
 
