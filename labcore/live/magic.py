@@ -18,7 +18,7 @@ import argparse
 import shlex
 import sys
 
-from labcore.live.cluster import Cluster
+from labcore.live.cluster import Cluster, check_timeout
 
 _clusters: dict[tuple[int, str], Cluster] = {}
 
@@ -39,29 +39,40 @@ def close_all() -> None:
         _clusters.popitem()[1].close()
 
 
+class _UsageError(ValueError):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one message, raised; argparse would print and exit
+        raise _UsageError(f"%%ranks: {message}.\n{self.format_usage()}example: %%ranks 4 --out result")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="%%ranks", add_help=False,
-                                description="Run this cell on every rank.")
+    p = _Parser(prog="%%ranks", add_help=False, description="Run this cell on every rank.")
     p.add_argument("world_size", type=int, help="number of ranks")
     p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds before a hang report")
+    p.add_argument("--timeout", type=_seconds, default=60.0, help="seconds before a hang report")
     p.add_argument("--out", action="append", default=[], metavar="NAME",
                    help="copy NAME from every rank into the notebook (a list in rank order)")
     return p
 
 
-class _UsageError(ValueError):
-    pass
+def _seconds(text: str) -> float:
+    try:
+        return check_timeout(float(text), "--timeout")
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a finite, positive number of seconds (e.g. --timeout 30), not {text!r}") from None
 
 
 def parse_line(line: str) -> argparse.Namespace:
     """Parse the ``%%ranks`` line; a mistake raises an error that shows the usage."""
-    parser = _parser()
     try:
-        args = parser.parse_args(shlex.split(line))
-    except SystemExit:
-        raise _UsageError(f"could not read '%%ranks {line}'.\n{parser.format_usage()}"
-                          "example: %%ranks 4 --out result") from None
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise _UsageError(f"could not read '%%ranks {line}': {exc}") from None
+    args = _parser().parse_args(words)
     if args.world_size < 1:
         raise _UsageError(f"%%ranks needs at least 1 rank, got {args.world_size}")
     return args

@@ -8,7 +8,6 @@ stop or until the pipe closes (the notebook went away).
 from __future__ import annotations
 
 import ast
-import ctypes
 import faulthandler
 import itertools
 import linecache
@@ -17,6 +16,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from datetime import timedelta
 
@@ -28,19 +28,6 @@ import torch.distributed as dist
 from labcore.live import scratch
 from labcore.live.context import RankInfo, _set_current
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL us when our parent process (the forkserver, or the kernel) exits."""
-    parent_pid = os.getppid()
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:
-        os._exit(1)
-
-
 def _gone(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -51,19 +38,27 @@ def _gone(pid: int) -> bool:
 def _watch_lifeline(lifeline, notebook_pid: int, run_dir: str) -> None:
     """End this rank and everything it started as soon as the notebook is gone.
 
-    The rank's parent is the forkserver, not the notebook, so PDEATHSIG alone does
-    not see a killed kernel, and a rank busy in a cell never reads its control
-    pipe. The lifeline is a pipe whose write end only the notebook holds: EOF
-    means the notebook died or dropped this group. The rank leads its own process
-    group, so one killpg takes whatever it forked too.
+    The rank's parent is the forkserver, not the notebook, so PR_SET_PDEATHSIG
+    would follow the wrong process: Jupyter's SIGTERM to the kernel's process group
+    ends the forkserver first, and a SIGKILLed kernel leaves it running. A rank busy
+    in a cell never reads its control pipe either. The lifeline is a pipe whose
+    write end only the notebook holds: EOF means the notebook died or dropped this
+    group. The rank leads its own process group, so one killpg takes whatever it
+    forked too.
     """
     def watch():
         try:
             lifeline.recv_bytes()
         except (EOFError, OSError):
             pass
-        if _gone(notebook_pid):
-            scratch.remove(run_dir, with_pymp=True)  # nobody else is left to tidy up
+        # A dying notebook closes its pipes a moment before it is gone; one that dropped
+        # this group on purpose kills the rank itself long before this wait ends.
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            if _gone(notebook_pid):
+                scratch.remove(run_dir, with_pymp=True)  # nobody else is left to tidy up
+                break
+            time.sleep(0.02)
         os.killpg(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch, name="labcore-lifeline", daemon=True).start()
@@ -179,7 +174,6 @@ def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: st
          notebook_pid: int, timeout_s: float, env: dict) -> None:
     """Entry point of a worker process (the target given to multiprocessing)."""
     os.setpgid(0, 0)  # a group of its own: stopping the rank stops what it forked
-    _die_with_parent()
     _watch_lifeline(lifeline, notebook_pid, run_dir)
     os.register_at_fork(after_in_child=conn.close)  # forked children cannot use the control pipe
     # Jupyter interrupts the kernel's whole process group; the parent decides what a rank does.
