@@ -54,13 +54,19 @@ def _rank():
     return dist.get_rank()
 
 
+def _dev():
+    from labcore.live.context import device
+
+    return device()
+
+
 def mismatched_ops(culprit: int = 3, timeout_s: float | None = None):
     """Every rank all-reduces a gradient, except ``culprit``, which broadcasts it."""
     import torch
     import torch.distributed as dist
 
     g = group(timeout_s)
-    grad = torch.ones(4)
+    grad = torch.ones(4, device=_dev())
     if _rank() == culprit:
         dist.broadcast(grad, src=0, group=g)
     else:
@@ -74,7 +80,7 @@ def mismatched_shapes(culprit: int = 3, length: int = 2, timeout_s: float | None
     import torch.distributed as dist
 
     g = group(timeout_s)
-    x = torch.full((length if _rank() == culprit else 4,), float(_rank() + 1))
+    x = torch.full((length if _rank() == culprit else 4,), float(_rank() + 1), device=_dev())
     dist.all_reduce(x, group=g)
     return x.tolist()
 
@@ -86,7 +92,7 @@ def skipped_collective(culprit: int = 2, timeout_s: float | None = None):
 
     g = group(timeout_s)
     valid_tokens = 0 if _rank() == culprit else 8
-    loss = torch.tensor([float(valid_tokens)])
+    loss = torch.tensor([float(valid_tokens)], device=_dev())
     if valid_tokens > 0:  # the bug: the decision is made per rank, the collective needs them all
         dist.all_reduce(loss, group=g)
     return loss.item()
@@ -98,7 +104,7 @@ def wrong_order(culprits: tuple = (2, 3), timeout_s: float | None = None):
     import torch.distributed as dist
 
     g = group(timeout_s)
-    weights, grads = torch.ones(4), torch.ones(4)
+    weights, grads = torch.ones(4, device=_dev()), torch.ones(4, device=_dev())
     if _rank() in culprits:
         dist.broadcast(weights, src=0, group=g)
         dist.all_reduce(grads, group=g)
@@ -115,7 +121,7 @@ def p2p_deadlock(pair: tuple = (0, 1), timeout_s: float | None = None):
 
     g = group(timeout_s)
     me = _rank()
-    mine, theirs = torch.full((4,), float(me)), torch.zeros(4)
+    mine, theirs = torch.full((4,), float(me), device=_dev()), torch.zeros(4, device=_dev())
     if me in pair:
         peer = pair[1] if me == pair[0] else pair[0]
         dist.send(mine, dst=peer, group=g)  # blocks until the peer posts its recv...
@@ -129,7 +135,7 @@ def crashed_rank(culprit: int = 3, after_s: float = 1.0, timeout_s: float | None
     import torch.distributed as dist
 
     g = group(timeout_s)
-    grad = torch.ones(4)
+    grad = torch.ones(4, device=_dev())
     if _rank() == culprit:
         time.sleep(after_s)  # the forward pass
         os.kill(os.getpid(), signal.SIGKILL)
@@ -137,15 +143,23 @@ def crashed_rank(culprit: int = 3, after_s: float = 1.0, timeout_s: float | None
     return grad.tolist()
 
 
-def straggler(culprit: int = 3, delay_s: float = 2.0, timeout_s: float | None = None):
-    """``culprit`` computes ``delay_s`` longer than the others before the all-reduce: slow, not stuck."""
+def straggler(culprit: int = 3, delay_s: float = 2.0, timeout_s: float | None = None,
+              barrier_s: float | None = None):
+    """``culprit`` computes ``delay_s`` longer than the others before the all-reduce: slow, not stuck.
+
+    With ``barrier_s``, every rank first passes ``dist.monitored_barrier`` (gloo
+    only), which names the ranks that do not arrive within ``barrier_s``.
+    """
     import torch
     import torch.distributed as dist
 
     g = group(timeout_s)
-    grad = torch.ones(4)
+    grad = torch.ones(4, device=_dev())
     if _rank() == culprit:
         time.sleep(delay_s)  # a slow data loader, a throttled core, a noisy neighbour
+    if barrier_s is not None:
+        gloo = g if dist.get_backend(g) == "gloo" else dist.new_group(backend="gloo")
+        dist.monitored_barrier(group=gloo, timeout=timedelta(seconds=barrier_s))
     dist.all_reduce(grad, group=g)
     return grad.tolist()
 

@@ -334,7 +334,7 @@ def record(cluster, fn, *args, dump_after_s: float = 0.5, timeout: float | None 
     if dump_after_s >= call_timeout:
         raise ValueError(f"dump_after_s ({dump_after_s:g} s) must be shorter than the call's timeout "
                          f"({call_timeout:g} s), or stuck ranks are killed before they dump")
-    folder = tempfile.mkdtemp(prefix="labcore-fr-")
+    folder = tempfile.mkdtemp(prefix="flight-recorder-")
     start = time.monotonic()
     try:
         error = None
