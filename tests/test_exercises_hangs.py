@@ -27,7 +27,8 @@ def _status(q, answer):
 
 
 def test_shapes_live(cl, capsys):
-    m = hangs.q_shapes.run(cl, seed=1)
+    hangs.q_shapes.run(cl, seed=1)
+    m = hangs.q_shapes.mystery
     shown = capsys.readouterr().out
     assert m.live and "CollectiveTimeout" in shown and "SIZE_OR_SYNTAX_MISMATCH" in shown
     assert m.finished and m.culprit not in m.finished  # the culprit is the one still waiting
@@ -41,7 +42,8 @@ def test_shapes_live(cl, capsys):
 
 
 def test_skip_live(cl):
-    m = hangs.q_skip.run(cl, seed=2)
+    hangs.q_skip.run(cl, seed=2)
+    m = hangs.q_skip.mystery
     assert m.finished == [m.culprit]
     assert _status(hangs.q_skip, (m.culprit, "skipped collective")).status == "correct"
     waiting = next(r for r in range(4) if r != m.culprit)
@@ -51,7 +53,8 @@ def test_skip_live(cl):
 
 
 def test_straggler_live(cl, capsys):
-    m = hangs.q_straggler.run(cl, seed=3)
+    hangs.q_straggler.run(cl, seed=3)
+    m = hangs.q_straggler.mystery
     shown = capsys.readouterr().out
     assert "Rerun with timeout" in shown and "every rank returned" in shown
     assert m.culprit is None and m.slow in (1, 2, 3)

@@ -98,6 +98,7 @@ def test_mismatched_shapes_longer_tensor_the_culprit_alone_waits(cl):
     report = fa.error.report
     assert sorted(report.stuck) == [1] and report.finished == [0, 2, 3]
     assert fa.culprits == [1]
+    assert all(fa.last_entered[r]["completed"] for r in report.finished)
 
 
 def test_skipped_collective(cl):
@@ -186,3 +187,14 @@ def test_distributed_debug_detail_names_the_culprit(detail, case, expected, kwar
         detail.call(case, kwargs=dict(kwargs, timeout_s=2.0))
     assert expected in err.value.errors[0][1]
     assert "Detected mismatch" in err.value.errors[0][1] or "monitoredBarrier" in expected
+
+
+def test_much_longer_tensor_aborts_an_innocent_neighbour(cl):
+    # gloo's ring receives more bytes than it expects on another rank and aborts that process
+    fa = _record(cl, hc.mismatched_shapes, culprit=2, length=1000)
+    assert isinstance(fa.error, RankDied) and fa.error.rank != 2
+    assert "Received data size doesn't match expected size" in str(fa.error)
+
+
+def test_case_source_is_readable():
+    assert "dist.broadcast(grad" in hc.source(hc.mismatched_ops)

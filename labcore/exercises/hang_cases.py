@@ -28,8 +28,15 @@ import signal
 import time
 from datetime import timedelta
 
-__all__ = ["CASES", "group", "mismatched_ops", "mismatched_shapes", "skipped_collective",
+__all__ = ["CASES", "source", "group", "mismatched_ops", "mismatched_shapes", "skipped_collective",
            "wrong_order", "p2p_deadlock", "crashed_rank", "straggler"]
+
+
+def source(case) -> str:
+    """The code of a case, to read before running it (``print(source(mismatched_ops))``)."""
+    import inspect
+
+    return inspect.getsource(case)
 
 
 def group(timeout_s: float | None = None):

@@ -56,7 +56,7 @@ class Mystery:
     """
 
     cause: str
-    culprit: int | None
+    culprit: int | None = field(repr=False)
     finished: list = field(default_factory=list)
     slow: int | None = None
     evidence: list = field(default_factory=list)
@@ -99,8 +99,11 @@ class _Diagnosis(Exercise):
         self.case_kwargs = case_kwargs
         self.timeout_s = timeout_s
 
-    def run(self, cluster, seed: int | None = None) -> Mystery:
-        """Run the case on ``cluster``'s ranks with a hidden culprit; print the evidence."""
+    def run(self, cluster, seed: int | None = None) -> None:
+        """Run the case on ``cluster``'s ranks with a hidden culprit; print the evidence.
+
+        The case and its truth are kept in ``self.mystery`` for the check.
+        """
         from labcore.exercises import hang_cases
         from labcore.live import flight
 
@@ -111,7 +114,6 @@ class _Diagnosis(Exercise):
         finished = list(getattr(getattr(fa.error, "report", None), "finished", []))
         self.mystery = Mystery(self.cause, rank, finished, evidence=_evidence(fa), live=True)
         print(self.mystery)
-        return self.mystery
 
     def _parse(self, answer):
         if _is_blank(answer):
@@ -172,7 +174,7 @@ class _SkipDiagnosis(_Diagnosis):
 
 
 class _StragglerDiagnosis(_Diagnosis):
-    def run(self, cluster, seed: int | None = None) -> Mystery:
+    def run(self, cluster, seed: int | None = None) -> None:
         """Run the slow case twice: with the short timeout (it "hangs"), then with more time."""
         import time
 
@@ -192,7 +194,6 @@ class _StragglerDiagnosis(_Diagnosis):
         self.mystery = Mystery("straggler", None, finished, slow=slow,
                                evidence=_evidence(fa) + [rerun], live=True)
         print(self.mystery)
-        return self.mystery
 
     def _diagnose(self, rank, cause, m):
         if rank is not None and rank == m.slow:

@@ -131,12 +131,32 @@ def _recorded(fn, args, kwargs, folder: str, dump_after_s: float, stacks: bool):
     watchdog = threading.Thread(target=_watch, args=(path, since, dump_after_s, done),
                                 name="labcore-fr-watchdog", daemon=True)
     watchdog.start()
+    returned = False
     try:
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
+        returned = True
+        return result
     finally:
         done.set()
         watchdog.join()
+        if returned:
+            _settle(since)
         dump(path, since, stacks)
+
+
+def _settle(since: int, wait_s: float = 0.5) -> None:
+    """Wait (briefly) until the recorder marks this rank's finished collectives completed.
+
+    gloo marks an entry completed from its own thread, shortly after the call
+    returned to Python; a dump taken at once can still show it pending.
+    """
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        status = _trace(since, stacks=False).get("pg_status", {}).values()
+        if all(s.get("last_completed_collective", -1) >= s.get("last_enqueued_collective", -1)
+               for s in status):
+            return
+        time.sleep(0.01)
 
 
 # -- in the notebook -------------------------------------------------------------------------
