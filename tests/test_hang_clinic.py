@@ -21,14 +21,12 @@ MARGIN_S = 20.0
 
 
 def _alive(pids):
-    out = []
-    for pid in pids:
+    def running(pid):
         try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                out.append(pid)
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
         except psutil.NoSuchProcess:
-            pass
-    return out
+            return False
+    return [pid for pid in pids if running(pid)]
 
 
 def _fr_dirs():
@@ -164,9 +162,13 @@ def test_flight_record_rejects_bad_times(cl, kwargs, match):
         flight.record(cl, hc.straggler, **kwargs)
 
 
-def test_analyze_missing_folder():
+def test_analyze_checks_its_input(tmp_path):
     with pytest.raises(FileNotFoundError):
         flight.analyze("/nonexistent/flight-recorder", 4)
+    with pytest.raises(ValueError, match="world_size"):
+        flight.analyze(str(tmp_path), 0)
+    empty = flight.analyze(str(tmp_path), 2)
+    assert empty.missing == [0, 1] and empty.culprits == [0, 1] and "no rank left a dump" in empty.text
 
 
 @pytest.fixture(scope="module")

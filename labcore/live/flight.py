@@ -271,6 +271,9 @@ def analyze(folder: str, world_size: int) -> FlightAnalysis:
     Ranks without a dump are allowed (``--allow-incomplete-ranks``); they are listed
     in ``missing``.
     """
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be a positive int (the ranks that should have dumped), "
+                         f"not {world_size!r}")
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"no dump folder {folder!r}")
     files = {int(f[len(PREFIX):]): os.path.join(folder, f) for f in os.listdir(folder)
