@@ -36,7 +36,7 @@ Example
 from __future__ import annotations
 
 from labcore.sim.tuner.constants import ALGORITHMS, FUNCTIONS, OPS, PROTOCOLS
-from labcore.sim.tuner.machine import MACHINES, Graph, Machine
+from labcore.sim.tuner.machine import MACHINES, Graph, Machine, graphs_from_log
 from labcore.sim.tuner.model import Option, Tuned, choose, launch, options, tune
 from labcore.sim.tuner.report import cost_table, crossovers, sweep, tuning_log, tuning_table
 
@@ -50,6 +50,7 @@ SIM_ALGORITHM = {"Ring": "ring", "Tree": "double_tree", "NVLS": "nvls", "NVLSTre
 """Which simulator schedule stands in for each NCCL algorithm (protocols are not simulated;
 the in-switch reduction plays NVLS and CollNet; PAT's Bruck-like exchange has no schedule yet)."""
 
-__all__ = ["ALGORITHMS", "PROTOCOLS", "FUNCTIONS", "OPS", "Machine", "Graph", "MACHINES", "Option", "Tuned",
+__all__ = ["ALGORITHMS", "PROTOCOLS", "FUNCTIONS", "OPS", "Machine", "Graph", "MACHINES", "graphs_from_log",
+           "Option", "Tuned",
            "tune", "options", "choose", "launch", "predict", "table", "cost_table", "tuning_table",
            "tuning_log", "sweep", "crossovers", "SIM_ALGORITHM"]

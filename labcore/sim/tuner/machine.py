@@ -205,6 +205,30 @@ class Machine:
         return replace(self, ranks=ranks, nodes=nodes or self.nodes)
 
 
+def graphs_from_log(graphs) -> dict[str, Graph]:
+    """Graphs from the "Pattern ..." lines of an INFO log, by pattern name ("ring", "balanced_tree", ...).
+
+    Parameters
+    ----------
+    graphs : the ``graphs`` DataFrame of :func:`labcore.live.nccl_log.parse` (or any frame with its
+        columns: pattern, channels, bw_intra, bw_inter, type_intra, type_inter, same_channels).
+
+    Example
+    -------
+    >>> import pandas as pd
+    >>> row = dict(pattern="ring", cross_nic=0, channels=1, bw_intra=5.0, bw_inter=5.0,
+    ...            type_intra="SYS", type_inter="PIX", same_channels=True)
+    >>> graphs_from_log(pd.DataFrame([row]))["ring"].type_intra
+    'SYS'
+    """
+    out = {}
+    for r in graphs.to_dict("records"):
+        out.setdefault(r["pattern"], Graph(int(r["channels"]), float(r["bw_intra"]), float(r["bw_inter"]),
+                                           type_intra=r["type_intra"], type_inter=r["type_inter"],
+                                           same_channels=bool(r["same_channels"]), pattern=r["pattern"]))
+    return out
+
+
 # --- presets ------------------------------------------------------------------------------------
 # H100/H200 SXM: 18 NVLink-4 links x 20.6 GB/s (topo.h SM90_NVLINK_BW) = 370.8 GB/s to the
 # NVSwitches, as the log of NVIDIA/nccl#1189 prints it ("NVL[370.8] - NVS/0").
