@@ -19,7 +19,7 @@ def test_every_log_file_is_cited_and_parses():
     assert len(files) >= 5
     for f in files:
         head = f.read_text().splitlines()[:3]
-        assert head[1].startswith("# source: NVIDIA/"), f.name
+        assert head[1].startswith(("# source: NVIDIA/", "# source: pytorch/pytorch")), f.name
         assert "issue #" in head[1] and "https://github.com/" in head[1], f.name
         assert load(f.name).found, f.name
 
@@ -65,6 +65,15 @@ def test_shm_box_rings_through_host_memory():
     assert sorted(zip(peers["src"], peers["dst"])) == [(r, r - 1) for r in range(1, 8)]
     assert log.network == "IB" and log.env["NCCL_IB_HCA"] == "mlx5_2:1,mlx5_0:1"
     assert log.nics["link"].unique().tolist() == ["IB"]
+
+
+def test_pcie_box_without_p2p_from_a_pytorch_issue():
+    # pytorch/pytorch#72835: "Could not enable P2P", so hops go through host memory (older label).
+    log = load("nccl_info_pcie_no_p2p.log")
+    assert log.channels == 2
+    assert set(log.transports["transport"]) == {"SHM"}
+    assert set(log.transports["detail"]) == {"direct shared memory"}
+    assert log.transport(0, 1) == log.transport(6, 5) == "SHM"
 
 
 def test_two_nodes_infiniband():

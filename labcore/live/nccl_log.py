@@ -162,6 +162,13 @@ class NcclLog:
         return pd.DataFrame(rows, columns=["what", "value"])
 
 
+def _transport(detail: str) -> str:
+    """P2P, SHM or NET from NCCL's label ("P2P/CUMEM", "SHM/direct/direct", "NET/IB/0/GDRDMA");
+    older releases wrote "direct shared memory" for SHM."""
+    kind = detail.split("/")[0]
+    return "SHM" if "shared memory" in kind else kind
+
+
 def _rings_text(rings: dict) -> str:
     if not rings:
         return "not logged"
@@ -228,7 +235,7 @@ def parse(logs) -> NcclLog:
         elif m := _PEER.search(line):
             detail = m.group(5)
             peers.append(dict(channel=int(m.group(1)), src=int(m.group(2)), dst=int(m.group(3)),
-                              direction=m.group(4) or "", transport=detail.split("/")[0], detail=detail,
+                              direction=m.group(4) or "", transport=_transport(detail), detail=detail,
                               host=host))
         elif m := _TREE.search(line):
             for channel, tree in _TREE_ENTRY.findall(m.group(1)):
