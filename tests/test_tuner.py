@@ -325,3 +325,22 @@ def test_crossovers_are_where_the_choice_changes(name):
             assert before != after
             assert T.predict(op, size - 1, machine).name == before
             assert T.predict(op, size, machine).name == after
+
+
+def test_ring_pipeline_steps_chunks_slices():
+    # init.cc buffer sizes: LL 8 lines x 512 threads x 8 steps x 16 B; LL128 120 x 640 x 8 x 8 B;
+    # Simple NCCL_BUFFSIZE 4 MiB. A step is buffer / NCCL_STEPS (8); Simple ring chunks are 4 steps,
+    # slices 2; LL carries half a step, LL128 15/16 of it (rounded to its 1920-byte grain).
+    simple = T.ring_pipeline("all_reduce", 1 << 30, H100)
+    assert (simple["step_bytes"], simple["chunk_bytes"], simple["slice_bytes"]) == (4 << 20 >> 3, 2 << 20, 1 << 20)
+    assert simple["channels"] == 24 and simple["steps"] == 14
+    assert simple["loops"] == -(-(1 << 30) // (24 * 8 * (2 << 20)))      # 3
+    ll = T.ring_pipeline("all_reduce", 1 << 30, H100, "LL")
+    assert ll["chunk_bytes"] == 8 * 512 * 8 * 16 // 8 // 2
+    ll128 = T.ring_pipeline("all_reduce", 1 << 30, H100, "LL128")
+    assert ll128["chunk_bytes"] == 120 * 640 * 8 * 8 // 8 // 16 * 15
+    small = T.ring_pipeline("all_reduce", 1 << 20, H100, buffsize=1 << 20)
+    assert small["step_bytes"] == (1 << 20) // 8 and small["bytes_per_step"] == -(-(1 << 20) // (8 * 24))
+    assert T.ring_pipeline("broadcast", 1 << 30, H100)["chunk_bytes"] == (4 << 20) // 8   # 1 step a chunk
+    with pytest.raises(ValueError, match="NCCL_BUFFSIZE"):
+        T.ring_pipeline("all_reduce", 1 << 20, H100, buffsize=100)

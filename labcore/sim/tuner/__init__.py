@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from labcore.sim.tuner.constants import ALGORITHMS, FUNCTIONS, OPS, PROTOCOLS
 from labcore.sim.tuner.machine import MACHINES, Graph, Machine, graphs_from_log
-from labcore.sim.tuner.model import Option, Tuned, choose, launch, options, tune
+from labcore.sim.tuner.model import Option, Tuned, choose, launch, options, ring_pipeline, tune
 from labcore.sim.tuner.report import cost_table, crossovers, sweep, tuning_log, tuning_table
 
 predict = choose
@@ -52,5 +52,6 @@ the in-switch reduction plays NVLS and CollNet; PAT's Bruck-like exchange has no
 
 __all__ = ["ALGORITHMS", "PROTOCOLS", "FUNCTIONS", "OPS", "Machine", "Graph", "MACHINES", "graphs_from_log",
            "Option", "Tuned",
-           "tune", "options", "choose", "launch", "predict", "table", "cost_table", "tuning_table",
+           "tune", "options", "choose", "launch", "ring_pipeline", "predict", "table", "cost_table",
+           "tuning_table",
            "tuning_log", "sweep", "crossovers", "SIM_ALGORITHM"]

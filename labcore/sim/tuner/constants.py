@@ -82,6 +82,10 @@ LL_LINE_BYTES = 16            # 8 bytes of data + two 4-byte flags (union ncclLL
 LL128_LINE_BYTES = 128        # NCCL_LL128_LINESIZE; one 8-byte word of each line is the flag
 LL128_DATA_BYTES = 120        # NCCL_LL128_DATAELEMS x 8
 NCCL_STEPS = 8                # buffer slots per connection
+LL_BUFFSIZE = 8 * LL_MAX_NTHREADS * NCCL_STEPS * LL_LINE_BYTES        # init.cc DEFAULT_LL_BUFFSIZE
+LL128_BUFFSIZE = 120 * LL128_MAX_NTHREADS * NCCL_STEPS * 8            # DEFAULT_LL128_BUFFSIZE
+SIMPLE_BUFFSIZE = 1 << 22                                             # NCCL_BUFFSIZE default, 4 MiB
+GRAIN_BYTES = {"LL": 16, "LL128": WARP_SIZE * 8 // 16 * 15 * 8, "Simple": 512}   # ncclProtoGrainSize
 
 # --- topology (graph.h path types, topo.h bandwidths) ----------------------------------------
 PATH_TYPES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "NET", "DIS")

@@ -417,3 +417,55 @@ def launch(op: str, nbytes: int, machine: Machine, algo_env: str | None = None,
     if a in ("Tree", "PAT"):
         nt = C.MAX_NTHREADS
     return {"algorithm": a, "protocol": p, "channels": nc, "threads": nt, "time_us": best.time_us}
+
+
+def ring_pipeline(op: str, nbytes: int, machine: Machine, protocol: str = "Simple", *,
+                  buffsize: int | None = None, channels: int | None = None) -> dict:
+    """How a ring cuts one call into pieces (enqueue.cc calcCollChunking, Ring only).
+
+    Each connection has a buffer of ``NCCL_STEPS`` = 8 slots. A *step* is one slot
+    (``buffsize / 8``); a Simple ring moves a *chunk* of 4 steps at a time in *slices* of 2
+    (all-reduce, all-gather, reduce-scatter; 1 and 1 for broadcast/reduce); LL and LL128 move
+    one step a chunk, of which LL carries half and LL128 120/128 as data. A loop sends one chunk
+    per rank on every channel, so a big message takes ``loops`` rounds of ``steps`` ring steps.
+
+    Parameters
+    ----------
+    op, nbytes, machine : as for :func:`options`.
+    protocol : "LL", "LL128" or "Simple".
+    buffsize : NCCL_BUFFSIZE for Simple (default 4 MiB); LL and LL128 keep NCCL's own sizes.
+    channels : channels the call runs on (default: what :func:`launch` finds for a ring).
+
+    Example
+    -------
+    >>> from labcore.sim.tuner.machine import MACHINES
+    >>> p = ring_pipeline("all_reduce", 1 << 30, MACHINES["dgx_h100"])
+    >>> p["step_bytes"], p["chunk_bytes"], p["slice_bytes"], p["channels"], p["loops"]
+    (524288, 2097152, 1048576, 24, 3)
+    """
+    if protocol not in C.PROTOCOLS:
+        raise ValueError(f"protocol must be one of {', '.join(C.PROTOCOLS)}, not {protocol!r}")
+    if buffsize is not None and (not isinstance(buffsize, int) or buffsize < C.NCCL_STEPS * 512):
+        raise ValueError(f"buffsize is NCCL_BUFFSIZE in bytes, at least {C.NCCL_STEPS * 512}; got {buffsize!r}")
+    buffers = {"LL": C.LL_BUFFSIZE, "LL128": C.LL128_BUFFSIZE, "Simple": buffsize or C.SIMPLE_BUFFSIZE}
+    f = C.OPS.get(op)
+    if f is None:
+        raise ValueError(f"NCCL's tuner covers {', '.join(C.OPS)}; not {op!r}")
+    step = buffers[protocol] // C.NCCL_STEPS
+    chunk_steps, slice_steps = (4, 2) if protocol == "Simple" and f in ("AllReduce", "AllGather",
+                                                                         "ReduceScatter") else (1, 1)
+    chunk = step * chunk_steps
+    if protocol == "LL":
+        chunk //= 2
+    elif protocol == "LL128":
+        chunk = chunk // 16 * 15
+    chunk = chunk // C.GRAIN_BYTES[protocol] * C.GRAIN_BYTES[protocol]
+    if channels is None:
+        channels = launch(op, nbytes, machine, algo_env="Ring", proto_env=protocol)["channels"]
+    n = machine.ranks
+    per_loop = channels * n * chunk
+    steps = {"AllReduce": 2 * (n - 1), "AllGather": n - 1, "ReduceScatter": n - 1}.get(f, n - 1)
+    return {"protocol": protocol, "step_bytes": step, "chunk_bytes": chunk,
+            "slice_bytes": step * slice_steps if protocol == "Simple" else chunk,
+            "channels": channels, "loops": max(1, -(-nbytes // per_loop)), "steps": steps,
+            "bytes_per_step": min(chunk, -(-nbytes // (n * channels)))}
