@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
@@ -290,3 +291,23 @@ def parse(logs) -> NcclLog:
     out.nics = pd.DataFrame(nics, columns=["host", "name", "port", "link", "sharp"]).drop_duplicates(
         ignore_index=True)
     return out
+
+
+LOGS_DIR = Path(__file__).resolve().parents[2] / "tests" / "data"
+"""Where the lab keeps real NCCL logs quoted from public issues (each file names its source)."""
+
+
+def recorded(name: str) -> NcclLog:
+    """Parse one of the real logs in :data:`LOGS_DIR`, e.g. ``recorded("nccl_info_2node_h20.log")``.
+
+    Example
+    -------
+    >>> recorded("nccl_info_2node_h20.log").channels
+    8
+    """
+    path = LOGS_DIR / name
+    if not path.is_file():
+        have = ", ".join(sorted(p.name for p in LOGS_DIR.glob("nccl_*.log"))) if LOGS_DIR.is_dir() else "none"
+        raise FileNotFoundError(f"no log {name!r} in {LOGS_DIR} (run from a checkout of the lab); "
+                                f"logs there: {have}")
+    return parse(path.read_text())

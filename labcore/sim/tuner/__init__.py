@@ -38,7 +38,7 @@ from __future__ import annotations
 from labcore.sim.tuner.constants import ALGORITHMS, FUNCTIONS, OPS, PROTOCOLS
 from labcore.sim.tuner.machine import MACHINES, Graph, Machine, graphs_from_log
 from labcore.sim.tuner.model import Option, Tuned, choose, launch, options, ring_pipeline, tune
-from labcore.sim.tuner.report import cost_table, crossovers, sweep, tuning_log, tuning_table
+from labcore.sim.tuner.report import cost_table, crossovers, protocol_table, sweep, tuning_log, tuning_table
 
 predict = choose
 """NCCL's pick for one call (an :class:`Option` with ``name``, ``time_us``, ...)."""
@@ -53,5 +53,5 @@ the in-switch reduction plays NVLS and CollNet; PAT's Bruck-like exchange has no
 __all__ = ["ALGORITHMS", "PROTOCOLS", "FUNCTIONS", "OPS", "Machine", "Graph", "MACHINES", "graphs_from_log",
            "Option", "Tuned",
            "tune", "options", "choose", "launch", "ring_pipeline", "predict", "table", "cost_table",
-           "tuning_table",
+           "tuning_table", "protocol_table",
            "tuning_log", "sweep", "crossovers", "SIM_ALGORITHM"]

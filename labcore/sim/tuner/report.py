@@ -131,3 +131,20 @@ def crossovers(op: str, machine: Machine, min_bytes: int = 8, max_bytes: int = 1
         out.append((hi, prev, new))
         size, prev = hi, new                    # look for more changes in the same octave
     return out
+
+
+def protocol_table():
+    """LL, LL128 and Simple side by side: line size, payload per line, how the receiver knows the
+    data arrived, and the ring buffer NCCL gives each (device.h, init.cc)."""
+    import pandas as pd
+
+    return pd.DataFrame([
+        {"protocol": "LL", "line_bytes": C.LL_LINE_BYTES, "data_bytes": C.LL_LINE_BYTES // 2,
+         "efficiency": 0.5, "synchronisation": "a flag next to every 4 data bytes",
+         "buffer_bytes": C.LL_BUFFSIZE},
+        {"protocol": "LL128", "line_bytes": C.LL128_LINE_BYTES, "data_bytes": C.LL128_DATA_BYTES,
+         "efficiency": C.LL128_DATA_BYTES / C.LL128_LINE_BYTES,
+         "synchronisation": "one 8-byte flag in every 128-byte line", "buffer_bytes": C.LL128_BUFFSIZE},
+        {"protocol": "Simple", "line_bytes": None, "data_bytes": None, "efficiency": 1.0,
+         "synchronisation": "memory fence, then one counter a step", "buffer_bytes": C.SIMPLE_BUFFSIZE},
+    ])
