@@ -42,6 +42,12 @@ def protocol_lines() -> go.Figure:
     LL128 puts one 8-byte flag in each 128-byte line (120 bytes of data), which needs the whole
     line to arrive at once. Simple writes a whole step of data, then a memory fence, then one
     counter the receiver waits on: all payload, but the fence costs microseconds.
+
+    Example
+    -------
+    >>> fig = protocol_lines()
+    >>> len(fig.layout.annotations)                 # one title per protocol
+    3
     """
     fig = make_subplots(rows=3, cols=1, vertical_spacing=0.17,
                         subplot_titles=("LL: one 16-byte line (ticks in bytes), 50% data",
@@ -74,6 +80,13 @@ def protocol_times(op: str, machine: tuner.Machine, sizes=None, *, title: str | 
     op : a collective :mod:`labcore.sim.tuner` covers.
     machine : a tuner Machine, e.g. ``tuner.MACHINES["dgx_h100"]``.
     sizes : bytes to plot (default 8 B to 4 GiB, powers of two).
+
+    Example
+    -------
+    >>> from labcore.sim.tuner import MACHINES
+    >>> fig = protocol_times("all_reduce", MACHINES["dgx_h100"], [8, 1 << 30])
+    >>> [t.name for t in fig.data]
+    ['LL', 'LL128', 'Simple', "NCCL's pick"]
     """
     sizes = [1 << k for k in range(3, 33)] if sizes is None else list(sizes)
     df = tuner.sweep(op, machine, sizes)
@@ -129,6 +142,13 @@ def channels_by_size(op: str, machines: dict, sizes=None) -> go.Figure:
     op : a collective the tuner covers.
     machines : label -> tuner Machine (e.g. the same machine with and without NCCL_MAX_CTAS).
     sizes : bytes (default 1 KiB to 4 GiB, powers of two).
+
+    Example
+    -------
+    >>> from labcore.sim.tuner import MACHINES
+    >>> fig = channels_by_size("all_reduce", {"H100": MACHINES["dgx_h100"]}, [1 << 10, 1 << 20])
+    >>> list(fig.data[0].y)
+    [1, 24]
     """
     sizes = [1 << k for k in range(10, 33)] if sizes is None else list(sizes)
     fig = go.Figure()

@@ -50,6 +50,11 @@ class Graph:
     same_channels : every channel takes the same GPU order (``sameChannels``).
     latency_inter : the network's extra latency in us (``latencyinter``, 0 for IB).
     pattern : "ring", "balanced_tree", "split_tree", "tree", "nvls" or "collnet_direct".
+
+    Example
+    -------
+    >>> Graph(12, 30.0).bw_inter                     # defaults to bw_intra
+    30.0
     """
 
     channels: int

@@ -204,7 +204,15 @@ def _algo_disabled(a: str, m: Machine) -> str | None:
 
 @lru_cache(maxsize=256)
 def tune(machine: Machine, algo_env: str | None = None, proto_env: str | None = None) -> Tuned:
-    """ncclTopoTuneModel for ``machine``, with ``NCCL_ALGO``/``NCCL_PROTO`` values if given."""
+    """ncclTopoTuneModel for ``machine``, with ``NCCL_ALGO``/``NCCL_PROTO`` values if given.
+
+    Example
+    -------
+    >>> from labcore.sim.tuner.machine import MACHINES
+    >>> t = tune(MACHINES["dgx_h100"])
+    >>> t.latency["AllReduce", "Ring", "LL"], round(t.bandwidth["AllReduce", "Ring", "LL"], 1)
+    (15.0, 80.6)
+    """
     m = machine
     ai = C.arch_index(m.compcap)
     col = m.nodes - 1 if m.nodes <= 2 else 2
@@ -315,6 +323,12 @@ def options(op: str, nbytes: int, machine: Machine, algo_env: str | None = None,
         (per-rank count x ranks x element size), which is the byte count NCCL's tuner is given.
     machine : a :class:`~labcore.sim.tuner.machine.Machine`.
     algo_env, proto_env : values of NCCL_ALGO / NCCL_PROTO, if set.
+
+    Example
+    -------
+    >>> from labcore.sim.tuner.machine import MACHINES
+    >>> [o.name for o in options("broadcast", 1 << 20, MACHINES["dgx_h100"]) if o.time_us is not None]
+    ['Ring/LL', 'Ring/LL128', 'Ring/Simple']
     """
     if op not in C.OPS:
         raise ValueError(f"NCCL's tuner covers {', '.join(C.OPS)}; not {op!r}")
@@ -361,7 +375,14 @@ def _size_corrections(f, a, p, m: Machine, nbytes: int, lat: float, bw: float):
 
 def choose(op: str, nbytes: int, machine: Machine, algo_env: str | None = None,
            proto_env: str | None = None) -> Option:
-    """NCCL's pick for one call: the lowest predicted time, the first in NCCL's order on a tie."""
+    """NCCL's pick for one call: the lowest predicted time, the first in NCCL's order on a tie.
+
+    Example
+    -------
+    >>> from labcore.sim.tuner.machine import MACHINES
+    >>> choose("all_reduce", 1 << 30, MACHINES["dgx_h100_ib"]).name
+    'NVLSTree/Simple'
+    """
     best = None
     for o in options(op, nbytes, machine, algo_env, proto_env):
         if o.time_us is not None and (best is None or o.time_us < best.time_us):

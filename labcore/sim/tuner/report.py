@@ -52,7 +52,15 @@ def cost_table(op: str, nbytes: int, machine: Machine, *, algo_env: str | None =
 def tuning_table(machine: Machine, *, algo_env: str | None = None, proto_env: str | None = None):
     """NCCL's TUNING table as a DataFrame: function, algorithm, protocol, latency_us, algbw_gbs,
     max_threads, note (why a bandwidth is 0). The numbers hold for every size; a call then
-    applies the size corrections (see :func:`cost_table`)."""
+    applies the size corrections (see :func:`cost_table`).
+
+    Example
+    -------
+    >>> from labcore.sim.tuner.machine import MACHINES
+    >>> t = tuning_table(MACHINES["pcie_4090"])
+    >>> t.query("function == 'AllReduce' and algorithm == 'Ring'")["note"].tolist()
+    ['', 'LL128 is off by default on this path', '']
+    """
     import pandas as pd
 
     t = tune(machine, algo_env, proto_env)
@@ -65,7 +73,14 @@ def tuning_table(machine: Machine, *, algo_env: str | None = None, proto_env: st
 
 def tuning_log(machine: Machine, *, algo_env: str | None = None, proto_env: str | None = None) -> str:
     """The TUNING lines rank 0 prints with ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING``, in
-    NCCL 2.30.7's layout (three algorithms a block; ``latency/bandwidth`` in us and GB/s)."""
+    NCCL 2.30.7's layout (three algorithms a block; ``latency/bandwidth`` in us and GB/s).
+
+    Example
+    -------
+    >>> from labcore.sim.tuner.machine import MACHINES
+    >>> tuning_log(MACHINES["dgx_h100"]).splitlines()[7][:31]
+    'NCCL INFO     AllReduce |    15'
+    """
     t = tune(machine, algo_env, proto_env)
     lines = []
     n = len(C.ALGORITHMS)
@@ -135,7 +150,13 @@ def crossovers(op: str, machine: Machine, min_bytes: int = 8, max_bytes: int = 1
 
 def protocol_table():
     """LL, LL128 and Simple side by side: line size, payload per line, how the receiver knows the
-    data arrived, and the ring buffer NCCL gives each (device.h, init.cc)."""
+    data arrived, and the ring buffer NCCL gives each (device.h, init.cc).
+
+    Example
+    -------
+    >>> protocol_table()["efficiency"].tolist()
+    [0.5, 0.9375, 1.0]
+    """
     import pandas as pd
 
     return pd.DataFrame([
