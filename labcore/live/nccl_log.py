@@ -53,10 +53,8 @@ _NVLS = re.compile(r"NCCL INFO NVLS multicast support is (not )?available")
 _NVLS_HEAD = re.compile(r"NCCL INFO NVLS Head\s+(\d+):((?:\s+\d+)+)")
 _FUNC_ROW = re.compile(r"NCCL INFO\s+(Broadcast|Reduce|AllGather|ReduceScatter|AllReduce) \|(.*)$")
 _CELL = re.compile(r"(\d+\.\d)/\s*(\d+\.\d)")
-_ALGO_HEAD = re.compile(r"NCCL INFO\s+Algorithm\s+\|(.*)$")
-_PROTO_HEAD = re.compile(r"NCCL INFO\s+Protocol\s+\|(.*)$")
-_OLD_HEAD = re.compile(r"NCCL INFO Latency/AlgBw \|(.*)$")
-_THREADS = re.compile(r"NCCL INFO\s+Max NThreads \|(.*)$")
+_HEAD = {kind: re.compile(rf"NCCL INFO\s+{label}\s*\|(.*)$") for kind, label in
+         (("algo", "Algorithm"), ("proto", "Protocol"), ("old", "Latency/AlgBw"), ("threads", "Max NThreads"))}
 _WARN = re.compile(r"NCCL WARN (.*)$")
 
 PATTERNS = {1: "balanced_tree", 2: "split_tree", 3: "tree", 4: "ring", 5: "nvls", 6: "collnet_direct"}
@@ -191,14 +189,14 @@ class _Tuning:
         self.algos, self.columns, self.rows, self.threads = [], [], [], {}
 
     def line(self, line: str) -> bool:
-        if m := _ALGO_HEAD.search(line):
+        if m := _HEAD["algo"].search(line):
             self.algos = [c.strip() for c in m.group(1).split("|") if c.strip()]
-        elif m := _PROTO_HEAD.search(line):
+        elif m := _HEAD["proto"].search(line):
             protos = [c.strip() for c in m.group(1).split("|") if c.strip()][:3]
             self.columns = [(a, p) for a in self.algos for p in protos]
-        elif m := _OLD_HEAD.search(line):
+        elif m := _HEAD["old"].search(line):
             self.columns = [tuple(x.strip() for x in c.split("/")) for c in m.group(1).split("|") if c.strip()]
-        elif m := _THREADS.search(line):
+        elif m := _HEAD["threads"].search(line):
             counts = [int(c) for c in m.group(1).split("|") if c.strip()]
             self.threads.update(zip(self.columns, counts))
         elif m := _FUNC_ROW.search(line):
