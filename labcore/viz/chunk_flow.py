@@ -19,7 +19,7 @@ Example
 >>> len(fig.frames) == trace.schedule.n_steps
 True
 >>> captions(trace)[0]
-'step 0 of 0–5, reduce-scatter: 4 transfers at once: rank 0 sends chunk 3 to rank 1 (reduce), rank 1 sends chunk 0 to rank 2 (reduce), rank 2 sends chunk 1 to rank 3 (reduce), rank 3 sends chunk 2 to rank 0 (reduce)'
+'step 0 of 0–5, reduce-scatter: 4 transfers at once, each a reduce: 0→1 chunk 3, 1→2 chunk 0, 2→3 chunk 1, 3→0 chunk 2'
 
 Steps count from 0, as in the schedule (``trace.schedule.step``) and the exercises.
 """
@@ -51,29 +51,37 @@ def _agent_name(a: int, ranks: int) -> str:
 def captions(trace) -> list[str]:
     """One caption per step: "step 2 of 0–13, reduce-scatter: rank 2 sends chunk 1 to rank 3 (reduce)".
 
-    Steps count from 0. Steps with more than one transfer start with how many run
-    at once and spell out up to eight of them.
+    Steps count from 0. A step with several transfers says how many run at once and
+    lists up to eight of them briefly, sender→receiver and chunk ("0→1 chunk 3"),
+    with the operation said once when every transfer shares it.
     """
     s = trace.schedule
     out = []
     for k, sl in enumerate(s.step_slices()):
         phase = s.phases[k] if k < len(s.phases) and s.phases[k] else ""
         head = _step_name(k, s.n_steps) + (f", {phase}" if phase else "")
-        src, dst, chunk, red = s.src[sl], s.dst[sl], s.chunk[sl], s.reduce[sl]
-        parts = [f"{_agent_name(int(a), s.ranks)} sends chunk {int(c)} to {_agent_name(int(b), s.ranks)} "
-                 f"({'reduce' if r else 'copy'})"
-                 for a, b, c, r in zip(src[:_SHOWN_TRANSFERS], dst[:_SHOWN_TRANSFERS],
-                                       chunk[:_SHOWN_TRANSFERS], red[:_SHOWN_TRANSFERS])]
+        src, dst, chunk = s.src[sl], s.dst[sl], s.chunk[sl]
+        ops = ["reduce" if r else "copy" for r in s.reduce[sl].tolist()]
         n = src.size
         if n == 0:
             body = "nothing moves"
         elif n == 1:
-            body = parts[0]
+            body = (f"{_agent_name(int(src[0]), s.ranks)} sends chunk {int(chunk[0])} to "
+                    f"{_agent_name(int(dst[0]), s.ranks)} ({ops[0]})")
         else:
+            same = len(set(ops)) == 1
+            parts = [f"{_agent_label(int(a), s.ranks)}→{_agent_label(int(b), s.ranks)} chunk {int(c)}"
+                     + ("" if same else f" ({op})")
+                     for a, b, c, op in zip(src.tolist(), dst.tolist(), chunk.tolist(), ops)][:_SHOWN_TRANSFERS]
             more = f", and {n - _SHOWN_TRANSFERS} more" if n > _SHOWN_TRANSFERS else ""
-            body = f"{n} transfers at once: " + ", ".join(parts) + more
+            body = f"{n} transfers at once" + (f", each a {ops[0]}" if same else "") + ": " + ", ".join(parts) + more
         out.append(f"{head}: {body}")
     return out
+
+
+def _agent_label(a: int, ranks: int) -> str:
+    """How the figure labels an agent's marker: the rank's number, or S0, S1... for switches."""
+    return str(a) if a < ranks else f"S{a - ranks}"
 
 
 def _step_name(k: int, n_steps: int) -> str:
@@ -203,12 +211,15 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
                      "line": {"color": "#c8c8c8", "width": 2, "dash": style}, "showlegend": False})
     corners = np.vstack([p.xy] + [[[b[0], b[1]], [b[2], b[3]]] for b in p.boxes])
     x0, x1 = corners[:, 0].min() - 0.35, corners[:, 0].max() + 0.35
-    y0, y1 = corners[:, 1].min() - 0.3, corners[:, 1].max() + 0.75
+    # captions wrap to the left panel's width and get room above the picture for their lines
+    wrap = max(40, int(0.5 * (px_wide - 80) / 6.5))
+    lines = max((_wrap(c, wrap).count("<br>") + 2 for c in caps), default=2)   # + the time line
+    y0, y1 = corners[:, 1].min() - 0.3, corners[:, 1].max() + max(0.75, 0.2 + 0.115 * lines)
     px_per_unit = 0.5 * px_wide * 0.9 / max(x1 - x0, y1 - y0)
     node_px = float(np.clip(2 * p.radius * px_per_unit, 12, 44))
     names = [_agent_name(a, P) for a in range(A)]
     data.append({"type": "scatter", "x": p.xy[:, 0].tolist(), "y": p.xy[:, 1].tolist(),
-                 "mode": "markers+text", "text": [str(a) if a < P else f"S{a - P}" for a in range(A)],
+                 "mode": "markers+text", "text": [_agent_label(a, P) for a in range(A)],
                  "textfont": {"size": max(9, node_px * 0.45), "color": "white"}, "hovertext": names,
                  "hoverinfo": "text", "showlegend": False,
                  "marker": {"size": node_px, "color": ["#444"] * P + ["#8c564b"] * (A - P),
@@ -282,7 +293,7 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
             cell["text"] = _cell_text(counts[k + 1], need)
         outline = {"x": chunk.astype(float), "y": dst.astype(float),
                    "marker": {"color": [CHUNK_COLORS[c % len(CHUNK_COLORS)] for c in chunk.tolist()]}}
-        caption = {"text": [f"{_wrap(caps[k])}<br>simulated time {trace.step_end[k] * 1e6:.4g} us "
+        caption = {"text": [f"{_wrap(caps[k], wrap)}<br>simulated time {trace.step_end[k] * 1e6:.4g} us "
                             f"of {total_us:.4g} us"]}
         frames.append({"name": str(k), "traces": changing, "data": arrow_traces + [cell, outline, caption]})
 
@@ -336,7 +347,8 @@ def _layout(s, title, width, height, box, A, C, P, p: Placement, frame_ms: int) 
         "shapes": shapes, "annotations": notes,
         "updatemenus": [{"type": "buttons", "direction": "left", "x": 0.0, "y": -0.02, "xanchor": "left",
                          "yanchor": "top", "pad": {"t": 30}, "showactive": False, "buttons": [play, pause]}],
-        "sliders": [{"active": 0, "x": 0.18, "len": 0.8, "y": -0.02, "yanchor": "top", "pad": {"t": 20},
+        # the slider starts a fixed distance right of the buttons, whatever the figure's width
+        "sliders": [{"active": 0, "x": 0.0, "len": 1.0, "y": -0.02, "yanchor": "top", "pad": {"t": 20, "l": 190},
                      "currentvalue": {"prefix": "step "}, "steps": steps}],
     }
 
