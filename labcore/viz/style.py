@@ -51,4 +51,4 @@ def byte_ticks(sizes: Iterable[float]) -> dict:
     step = max(2, 2 * math.ceil((hi - lo) / 16))
     vals = [2.0 ** e for e in range(lo - lo % 2, hi + 1, step)]
     return {"type": "log", "tickvals": vals, "ticktext": [format_bytes(v) for v in vals],
-            "title": "size (bytes)"}
+            "title": {"text": "size (bytes)"}}

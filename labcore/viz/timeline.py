@@ -128,7 +128,7 @@ def link_timeline(trace, *, max_links: int = 48, title: str | None = None) -> go
     layout = {"template": template_dict(), "barmode": "overlay", "height": 160 + 22 * n, "autosize": True,
               "title": {"text": title or (f"Link timeline: {s.collective} ({s.algorithm}), {s.ranks} rank{'' if s.ranks == 1 else 's'}, "
                                           f"{format_bytes(s.nbytes)}, {trace.time_s * 1e6:.4g} us")},
-              "xaxis": {"title": "simulated time (us)", "range": [0, trace.time_s * 1e6 * 1.01]},
+              "xaxis": {"title": {"text": "simulated time (us)"}, "range": [0, trace.time_s * 1e6 * 1.01]},
               "yaxis": {"tickvals": list(range(n)), "ticktext": labels, "autorange": "reversed", "automargin": True},
               "shapes": shapes}
     return go.Figure({"data": [bar], "layout": layout}, _validate=False)
