@@ -81,7 +81,7 @@ def _start_lab(root: Path, home: Path) -> tuple[subprocess.Popen, int]:
     """JupyterLab on 127.0.0.1 with no token, its settings, runtime files and workspaces in ``home``."""
     port = _free_port()
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
-               IPYTHONDIR=str(home / "ipython"), JUPYTER_PLATFORM_DIRS="1")
+               JUPYTER_DATA_DIR=str(home / "data"), IPYTHONDIR=str(home / "ipython"), JUPYTER_PLATFORM_DIRS="1")
     command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
                f"--ServerApp.port={port}", "--ServerApp.port_retries=0", "--IdentityProvider.token=",
                "--ServerApp.password=", f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
@@ -94,10 +94,10 @@ def _start_lab(root: Path, home: Path) -> tuple[subprocess.Popen, int]:
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false",
                                                                            "checkForUpdates": False}))
-    log = open(home / "jupyter.log", "w")
-    # its own process group, so that the kernel and the lab's ranks go with it at the end
-    server = subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True)
+    with open(home / "jupyter.log", "w") as log:
+        # its own process group, so that the kernel goes with it at the end
+        server = subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
     return server, port
 
 
