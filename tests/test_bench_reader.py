@@ -10,6 +10,7 @@ from labcore.live.bench.ops import OPS
 
 DATA = Path(__file__).parent / "data"
 FILES = sorted(DATA.glob("nccl_tests_*.txt"))
+TABLES = [p for p in FILES if "nccl_debug_info" not in p.name]  # the other is a run's start: NCCL's log
 
 
 def read(name, **kw):
@@ -28,7 +29,7 @@ def test_every_sample_cites_its_source_and_is_a_real_quote():
     assert nvidia >= 5
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
 def test_every_sample_reads_into_the_sweep_columns(path):
     op = None if "Collective test" in path.read_text() or "_perf" in path.read_text() else "all_reduce"
     if "reduce_scatter" in path.name:
@@ -147,6 +148,16 @@ def test_read_back_output_feeds_the_lab_like_a_sweep():
     summary = lc.bench.summarize(df)
     assert summary.attrs["time"] == "time_us" and (summary["repeats"] == 1).all()  # no medians: means
     assert math.isnan(df["median_us"].iloc[0])
+
+
+def test_a_run_cut_before_its_first_result_is_refused_but_its_nccl_log_reads():
+    from labcore.live.nccl_log import parse
+
+    path = DATA / "nccl_tests_nccl-tests-131_nccl_debug_info.txt"
+    with pytest.raises(ValueError, match="no nccl-tests result lines"):
+        lc.bench.read_nccl_tests(path)
+    log = parse(path.read_text())
+    assert log.version == "2.16.5+cuda11.8"
 
 
 def test_input_that_is_not_nccl_tests_output_is_refused():

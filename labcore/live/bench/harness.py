@@ -84,29 +84,30 @@ def _fill(send, op, ctx):
     send.copy_(inputs(ctx.rank, k, op.fill_redop(ctx.redop), ctx.nranks, ctx.dtype))
 
 
-def _caller(op, placement, send, recv, ctx, slowdown=1):
-    """The call to time, with the copy of an emulated placement inside it (it is part of the cost).
-
-    ``slowdown`` > 1 issues the collective that many times per call: a real slowdown by
-    about that factor, for testing a regression gate.
-    """
+def _caller(op, placement, send, recv, ctx):
+    """The call to time, with the copy of an emulated placement inside it (it is part of the cost)."""
     if op.copies and placement == "out-of-place":
         copy_here = op.name != "broadcast" or ctx.rank == ctx.root
 
-        def once():
+        def call():
             if copy_here:
                 recv.copy_(send)
             op.run(recv, recv, ctx)
     else:
-        def once():
+        def call():
             op.run(send, recv, ctx)
-    if slowdown == 1:
-        return once
-
-    def call():
-        for _ in range(slowdown):
-            once()
     return call
+
+
+def _repeated(call, times: int):
+    """``call`` issued ``times`` times: a real slowdown by about that factor (to test a gate)."""
+    if times == 1:
+        return call
+
+    def calls():
+        for _ in range(times):
+            call()
+    return calls
 
 
 def _note(op, placement) -> str:
@@ -253,12 +254,13 @@ def measure(spec: dict) -> list[dict]:
     for placement in spec["placements"]:
         send, recv = _buffers(op, placement, lay, ctx, dev)
         _fill(send, op, ctx)
-        call = _caller(op, placement, send, recv, ctx, spec["slowdown"])
+        call = _caller(op, placement, send, recv, ctx)
         _first_call(call, name, type_name)
+        timed = _repeated(call, spec["slowdown"])
         for _ in range(spec["warmup"] - 1):
-            call()
+            timed()
         _barrier(dev)
-        mean, median = _timed_loop(call, spec["iters"], dev)
+        mean, median = _timed_loop(timed, spec["iters"], dev)
         seconds = _mean_over_ranks(mean, dev)
         wrong, wrong_ranks = -1, 0
         if spec["check"] and (placement == "out-of-place" or op.inplace_checked):
@@ -268,7 +270,7 @@ def measure(spec: dict) -> list[dict]:
             mine = _check(op, recv, ctx, spec["corrupt"])
             wrong = _sum_over_ranks(mine, dev)
             wrong_ranks = _sum_over_ranks(int(mine > 0), dev)
-        del send, recv, call  # free before the next placement allocates
+        del send, recv, call, timed  # free before the next placement allocates
         algbw, busbw = op.bandwidths(size, seconds, n)
         rows.append(dict(op=name, size=size, count=lay.count, type=type_name,
                          redop=op.printed_redop(spec["redop"]), root=ctx.root, ranks=n,
