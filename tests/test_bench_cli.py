@@ -52,17 +52,17 @@ def test_sendrecv_prints_its_reduction_and_alltoall_in_place_is_not_checked(caps
 
 
 def test_the_gate_uses_repeats_and_says_inconclusive_rather_than_guess(capsys, tmp_path):
-    assert main(["all_reduce", *FAST, "-g", "2", "-N", "5", "--json", str(tmp_path / "now.json")]) == 0
+    assert main(["all_reduce", *FAST, "-g", "2", "-N", "7", "--json", str(tmp_path / "now.json")]) == 0
     doc = json.loads((tmp_path / "now.json").read_text())
     for name, scale in (("fast.json", 1e-3), ("slow.json", 1e3)):
         # Baselines 1000x faster / slower than this machine: a sure regression / a sure pass.
         rows = [dict(r, time_us=r["time_us"] * scale, median_us=r["median_us"] * scale) for r in doc["rows"]]
         (tmp_path / name).write_text(json.dumps(dict(doc, rows=rows)))
     capsys.readouterr()
-    assert main(["all_reduce", *FAST, "-g", "2", "-N", "5", "--baseline", str(tmp_path / "fast.json")]) == 1
+    assert main(["all_reduce", *FAST, "-g", "2", "-N", "7", "--baseline", str(tmp_path / "fast.json")]) == 1
     out = capsys.readouterr().out
     assert "# evidence gate: regression" in out and "false-alarm rate 0.05" in out
-    assert main(["all_reduce", *FAST, "-g", "2", "-N", "5", "--baseline", str(tmp_path / "slow.json")]) == 0
+    assert main(["all_reduce", *FAST, "-g", "2", "-N", "7", "--baseline", str(tmp_path / "slow.json")]) == 0
     assert "# evidence gate: pass" in capsys.readouterr().out
     # One repeat cannot reach the 5% level, whatever it measures.
     assert main(["all_reduce", *FAST, "-g", "2", "--baseline", str(tmp_path / "fast.json")]) == 3
@@ -176,7 +176,7 @@ def test_a_signal_stops_the_cli_and_leaves_nothing_on_disk(sig, tmp_path):
 
 
 def test_single_node_torchrun_runs_the_same_entry_point_and_gate(tmp_path):
-    done = _torchrun(["reduce_scatter", *FAST, "-N", "5", "--json", str(tmp_path / "tr.json")])
+    done = _torchrun(["reduce_scatter", *FAST, "-N", "7", "--json", str(tmp_path / "tr.json")])
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert lines[0].startswith("# labcore bench (nccl-tests 2.19.6 layout) backend gloo")
@@ -187,7 +187,7 @@ def test_single_node_torchrun_runs_the_same_entry_point_and_gate(tmp_path):
     # Every rank exits with rank 0's verdict, so torchrun itself fails on a regression.
     doc["rows"] = [dict(r, time_us=r["time_us"] * 1e-3, median_us=r["median_us"] * 1e-3) for r in doc["rows"]]
     (tmp_path / "fast.json").write_text(json.dumps(doc))
-    done = _torchrun(["reduce_scatter", *FAST, "-N", "5", "--baseline", str(tmp_path / "fast.json")])
+    done = _torchrun(["reduce_scatter", *FAST, "-N", "7", "--baseline", str(tmp_path / "fast.json")])
     assert done.returncode != 0 and "# evidence gate: regression" in done.stdout
     # A bad baseline stops every rank with exit 2, before measuring.
     (tmp_path / "bad.json").write_text("{")
