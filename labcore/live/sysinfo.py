@@ -74,10 +74,15 @@ RANKS_PER_CORE = 8
 RANK_MEMORY_BYTES = {"gloo": 150e6, "nccl": 1.5e9}  # gloo: measured PSS plus headroom; nccl adds a CUDA context
 
 
+LIMIT_ENV = "LABCORE_MAX_RANKS"  # set on purpose, it replaces the limit below
+
+
 def rank_limit(backend: str = "gloo") -> tuple[int, str]:
     """How many ranks this machine can hold, and a sentence saying why."""
     import psutil
 
+    if os.environ.get(LIMIT_ENV, "").isdigit():
+        return int(os.environ[LIMIT_ENV]), f"{LIMIT_ENV} is {os.environ[LIMIT_ENV]}"
     cores = os.cpu_count() or 1
     free = psutil.virtual_memory().available
     per_rank = RANK_MEMORY_BYTES.get(backend, RANK_MEMORY_BYTES["gloo"])

@@ -6,14 +6,14 @@
 - explorers (ipywidgets): :func:`explore` / :class:`Explorer`, where ranks, size,
   algorithm and topology update one FigureWidget in place;
 - measurements (bench DataFrames): :func:`measurement_plot`, :func:`crossover_plot`,
-  :func:`topology_heatmap`.
+  :func:`topology_heatmap`, :func:`gate_plot` (a regression gate's verdicts).
 """
 from labcore.viz.chunk_flow import captions, chunk_flow, still
 from labcore.viz.explorer import Explorer, explore
 from labcore.viz.timeline import link_timeline, link_usage
-from labcore.viz.measure import crossover_plot, measurement_plot, topology_heatmap
+from labcore.viz.measure import crossover_plot, gate_plot, measurement_plot, topology_heatmap
 
 __all__ = [
     "captions", "chunk_flow", "still", "link_timeline", "link_usage", "Explorer", "explore",
-    "crossover_plot", "measurement_plot", "topology_heatmap",
+    "crossover_plot", "gate_plot", "measurement_plot", "topology_heatmap",
 ]

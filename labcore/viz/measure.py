@@ -14,9 +14,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from labcore.viz.style import DESIGN_WIDTH, TEMPLATE, byte_ticks, chunk_color
+from labcore.viz.style import DESIGN_WIDTH, TEMPLATE, byte_ticks, chunk_color, format_bytes
 
-__all__ = ["measurement_plot", "crossover_plot", "topology_heatmap"]
+__all__ = ["measurement_plot", "crossover_plot", "topology_heatmap", "gate_plot"]
 
 Runs = Union[pd.DataFrame, Mapping[str, pd.DataFrame], Sequence[pd.DataFrame]]
 Prediction = Union[pd.DataFrame, Callable[[float], float]]
@@ -123,7 +123,66 @@ def measurement_plot(runs: Runs, *, prediction: Mapping[str, Prediction] | Predi
     fig.update_yaxes(type="log", title="time (us)", row=1, col=1)
     # busbw stays linear: its plateau (the number people quote) reads best that way.
     fig.update_yaxes(title="busbw (GB/s, 1 GB = 1e9 B)", rangemode="tozero", row=1, col=2)
-    fig.update_layout(template=TEMPLATE, title=title, height=420, legend={"orientation": "h", "y": -0.25})
+    fig.update_layout(template=TEMPLATE, title=title, height=420,
+                      legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(255,255,255,0.7)"})
+    return fig
+
+
+_STATUS_COLOR = {"regression": "#d62728", "pass": "#2ca02c", "inconclusive": "#7f7f7f"}
+
+
+def gate_plot(baseline: pd.DataFrame, current: pd.DataFrame, result: pd.DataFrame, *,
+              placement: str = "in-place", title: str | None = None) -> go.Figure:
+    """Every repeat of a baseline and a run, size by size, with the gate's threshold and verdict.
+
+    Parameters
+    ----------
+    baseline, current
+        Sweeps with repeats (``lc.bench.sweep(..., repeats=R)``).
+    result
+        ``lc.bench.compare(baseline, current)``: its tolerance draws the threshold (baseline
+        median x (1 + tolerance)) and its status labels each size.
+    placement
+        Which placement to draw.
+
+    Example
+    -------
+    >>> import pandas as pd
+    >>> import labcore as lc
+    >>> base = pd.DataFrame(dict(op="all_reduce", size=1024, type="float", redop="sum", root=-1,
+    ...                          ranks=2, placement="in-place", repeat=range(5), busbw=1.0,
+    ...                          median_us=[10.0, 11, 10.5, 9.8, 10.2]))
+    >>> now = base.assign(median_us=base["median_us"] * 2)
+    >>> fig = gate_plot(base, now, lc.bench.compare(base, now))
+    >>> len(fig.data)
+    3
+    """
+    time = result.attrs.get("time", "median_us")
+    tol = result.attrs.get("tolerance", 0.25)
+    pick = result[result["placement"] == placement] if "placement" in result else result
+    sizes = sorted(pick["size"].unique())
+    labels = {s: format_bytes(s) for s in sizes}
+    fig = go.Figure()
+    for name, df, color in (("baseline", baseline, chunk_color(0)), ("this run", current, chunk_color(1))):
+        d = df[df["size"].isin(sizes)]
+        if "placement" in d:
+            d = d[d["placement"] == placement]
+        col = time if time in d and d[time].notna().all() else "time_us"
+        fig.add_trace(go.Box(x=[labels[s] for s in d["size"]], y=d[col], name=f"{name} (every repeat)",
+                             boxpoints="all", jitter=0.4, pointpos=0, marker={"color": color, "size": 5},
+                             line={"color": color}))
+    threshold = pick.set_index("size")["baseline_us"] * (1 + tol)
+    fig.add_trace(go.Scatter(x=[labels[s] for s in sizes], y=[threshold[s] for s in sizes], mode="markers",
+                             name=f"{1 + tol:g}x baseline median", marker={"symbol": "line-ew-open", "size": 40,
+                                                                           "color": "black"}))
+    for _, r in pick.iterrows():
+        fig.add_annotation(x=labels[r["size"]], y=1.0, yref="paper", yanchor="bottom", showarrow=False,
+                           text=r["status"], font={"color": _STATUS_COLOR.get(r["status"], "black")})
+    fig.update_yaxes(type="log", title=f"{time} per repeat (us)")
+    fig.update_xaxes(title="size")
+    fig.update_layout(template=TEMPLATE, boxmode="group", height=420, margin={"t": 80},
+                      title=title or f"evidence gate ({placement}): {result.attrs.get('verdict', '')}",
+                      legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(255,255,255,0.7)"})
     return fig
 
 
