@@ -134,11 +134,16 @@ def test_double_tree_uses_two_complementary_trees():
 def test_h100_preset_reproduces_published_busbw_and_nccl_latency():
     topo = sim.topologies.nvswitch(8)
     ring = sim.simulate("all_reduce", "ring", 8, 8 << 30, topology=topo, values=False)
-    nvls = sim.simulate("all_reduce", "nvls", 8, 8 << 30, topology=topo, values=False, pipeline=64)
+    nvls = sim.simulate("all_reduce", "nvls", 8, 8 << 30, topology=topo, values=False)
     assert abs(ring.busbw / 370 - 1) < 0.10                            # GTC24 S62129: ~370 GB/s
     assert abs(nvls.busbw / 480 - 1) < 0.10                            # with NVLS: ~480 GB/s
-    small = sim.simulate("all_reduce", "ring", 8, 8, topology=topo)
+    assert (ring.protocol, nvls.protocol) == ("Simple", "NVLS")
+    gpu_only = sim.topologies.nvswitch(8, issue_s=0)
+    small = sim.simulate("all_reduce", "ring", 8, 8, topology=gpu_only)
+    assert small.protocol == "LL"
     assert abs(small.time_s * 1e6 - (6.6 + 14 * 0.6)) < 0.1            # NCCL Ring/LL latency, 8 GPUs
+    host_bound = sim.simulate("all_reduce", "ring", 8, 8, topology=topo)
+    assert host_bound.time_s == pytest.approx(topo.issue_s)            # one process issuing for 8 GPUs
 
 
 def test_other_presets():
@@ -154,11 +159,13 @@ def test_other_presets():
 
 
 def test_summary_and_frame():
-    trace = sim.simulate("all_gather", "ring", 4, 1 << 20, topology=sim.topologies.uniform(4, alpha=0, bandwidth=1e9))
+    one_port = sim.topologies.uniform(4, alpha=0, bandwidth=1e9, ports="single")
+    trace = sim.simulate("all_gather", "ring", 4, 1 << 20, topology=one_port)
     s = trace.summary()
-    assert math.isclose(s["busbw"], 1.0) and math.isclose(s["time_us"], s["bound_us"])
+    assert math.isclose(s["busbw"], 1.0) and math.isclose(s["time_us"], s["bound_us"])   # the ring meets the bound
     frame = trace.schedule.to_frame()
-    assert list(frame.columns) == ["step", "src", "dst", "chunk", "nbytes", "op", "channel"] and len(frame) == 12
+    assert list(frame.columns) == ["step", "src", "dst", "chunk", "nbytes", "op", "channel", "span"]
+    assert len(frame) == 12
     assert "step 2 [all-gather]" in str(trace.schedule)
 
 
