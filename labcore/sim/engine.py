@@ -84,6 +84,7 @@ class Plan:
     links: np.ndarray              # (M, H) link ids, -1 padded
     load: np.ndarray               # (M, H) bytes of the whole step on each link
     own: np.ndarray                # (M, H) the message's own bytes on each link
+    full: bool = False             # every message uses all H hops (no -1 padding)
 
 
 def plan(s: Schedule, topo) -> Plan:
@@ -94,31 +95,37 @@ def plan(s: Schedule, topo) -> Plan:
         e = np.zeros((0, 1), dtype=np.int64)
         return Plan(s, s.n_steps, z, z, z, z, np.zeros(0), np.zeros(0), e, np.zeros((0, 1)), np.zeros((0, 1)))
     A = np.int64(s.agents)
-    key = ((s.step * A + s.src) * A + s.dst) * (np.int64(s.channel.max()) + 1) + s.channel
-    if np.all(key[1:] > key[:-1]):          # already one transfer per message, in order
+    if s.distinct:                          # the builder promises one transfer per message
         inv = first = np.arange(T)
     else:
+        key = ((s.step * A + s.src) * A + s.dst) * (np.int64(s.channel.max()) + 1) + s.channel
         _, first, inv = np.unique(key, return_index=True, return_inverse=True)
         inv = inv.ravel()
     m_step, m_src, m_dst = s.step[first], s.src[first], s.dst[first]
-    m_bytes = np.bincount(inv, weights=s.size) if first.size < T else s.size.astype(float)
-    m_red = np.bincount(inv, weights=s.size * s.reduce) if first.size < T else s.size * s.reduce
+    if s.distinct:
+        m_bytes, m_red = s.size.astype(float), s.size * s.reduce
+    else:
+        m_bytes, m_red = np.bincount(inv, weights=s.size), np.bincount(inv, weights=s.size * s.reduce)
     links = topo.routes(m_src, m_dst)                      # (M, H)
     valid = links >= 0
-    safe = np.where(valid, links, 0)
-    own = np.where(valid, m_bytes[:, None], 0.0)
+    full = bool(valid.all())
+    safe = links if full else np.where(valid, links, 0)
+    own = np.broadcast_to(m_bytes[:, None], links.shape) if full else np.where(valid, m_bytes[:, None], 0.0)
     L = np.int64(topo.n_links)
-    lkey = (m_step[:, None] * L + safe)[valid]
-    weights = np.broadcast_to(m_bytes[:, None], links.shape)[valid]
+    lkey = (m_step[:, None] * L + safe).ravel() if full else (m_step[:, None] * L + safe)[valid]
+    weights = own.ravel() if full else np.broadcast_to(m_bytes[:, None], links.shape)[valid]
     if s.n_steps * int(L) <= _BINCOUNT_LIMIT:
         per_bin = np.bincount(lkey, weights=weights, minlength=s.n_steps * int(L))
         load_flat = per_bin[lkey]
     else:
         _, linv = np.unique(lkey, return_inverse=True)
         load_flat = np.bincount(linv.ravel(), weights=weights)[linv.ravel()]
-    load = np.zeros(links.shape)
-    load[valid] = load_flat
-    return Plan(s, s.n_steps, inv, m_step, m_src, m_dst, m_bytes, m_red, links, load, own)
+    if full:
+        load = load_flat.reshape(links.shape)
+    else:
+        load = np.zeros(links.shape)
+        load[valid] = load_flat
+    return Plan(s, s.n_steps, inv, m_step, m_src, m_dst, m_bytes, m_red, links, load, own, full)
 
 
 def timing(p: Plan, topo, contention: bool = True) -> dict:
@@ -143,14 +150,23 @@ def timing(p: Plan, topo, contention: bool = True) -> dict:
     single, path = topo.ports == "single", topo.latency_model == "path"
     if single and path:
         raise ValueError(f"topology {topo.name!r}: single ports go with the 'step' latency model only")
-    valid = p.links >= 0
-    safe = np.where(valid, p.links, 0)
-    lat = np.where(valid, topo.latency[safe], 0.0).sum(axis=1)
     bytes_on = p.load if contention and not single else p.own
-    wire = np.where(valid, bytes_on / topo.bandwidth[safe], 0.0).max(axis=1) + p.reduced * topo.gamma[p.dst]
+    lat = np.zeros(p.step.size)
+    wire = np.zeros(p.step.size)
+    for h in range(p.links.shape[1]):           # routes have few hops: a column at a time
+        link = p.links[:, h]
+        if p.full:
+            lat += topo.latency[link]
+            np.maximum(wire, bytes_on[:, h] / topo.bandwidth[link], out=wire)
+        else:
+            ok = link >= 0
+            safe = np.where(ok, link, 0)
+            lat += np.where(ok, topo.latency[safe], 0.0)
+            np.maximum(wire, np.where(ok, bytes_on[:, h] / topo.bandwidth[safe], 0.0), out=wire)
+    if p.reduced.any() and topo.gamma.any():
+        wire = wire + p.reduced * topo.gamma[p.dst]
     m_time = wire if path else lat + wire
-    dur = np.zeros(S)
-    np.maximum.at(dur, p.step, m_time)
+    dur = _per_step_max(m_time, p.step, S)
     offset = np.zeros(m_time.size)
     if path:
         dur += topo.step_s * (np.bincount(p.step, minlength=S) > 0)
@@ -166,10 +182,12 @@ def timing(p: Plan, topo, contention: bool = True) -> dict:
         # a rank's messages leave one after another, in message order
         rank = p.src < P
         group = np.where(rank, p.step * P + p.src, -1 - np.arange(m_time.size))
-        cum = np.cumsum(m_time)
-        change = np.r_[True, group[1:] != group[:-1]]
-        base = np.maximum.accumulate(np.where(change, cum - m_time, 0.0))
-        offset = np.where(rank, cum - m_time - base, 0.0)
+        order = np.argsort(group, kind="stable")
+        g, t = group[order], m_time[order]
+        cum = np.cumsum(t)
+        change = np.r_[True, g[1:] != g[:-1]]
+        base = np.maximum.accumulate(np.where(change, cum - t, 0.0))
+        offset[order] = np.where(g >= 0, cum - t - base, 0.0)
     step_end = topo.launch_s + np.cumsum(dur) + reach
     step_start = np.r_[topo.launch_s, step_end[:-1]]
     m_start = step_start[p.step] + offset
@@ -177,6 +195,16 @@ def timing(p: Plan, topo, contention: bool = True) -> dict:
     inv = p.transfer_message
     return dict(time_s=max(float(step_end[-1]), topo.issue_s), step_start=step_start, step_end=step_end,
                 start=m_start[inv], end=m_end[inv], links=p.links[inv])
+
+
+def _per_step_max(values: np.ndarray, step: np.ndarray, n_steps: int) -> np.ndarray:
+    """Largest value of every step (0 for a step without any); ``step`` is sorted."""
+    out = np.zeros(n_steps)
+    starts = np.searchsorted(step, np.arange(n_steps))
+    busy = np.flatnonzero(np.diff(np.r_[starts, step.size]) > 0)
+    if busy.size:
+        out[busy] = np.maximum.reduceat(values, starts[busy])
+    return out
 
 
 _PATH_CELLS = 1 << 26
@@ -189,27 +217,35 @@ def path_latency(p: Plan, m_lat: np.ndarray) -> np.ndarray:
     source's latency plus its message's route latency, and the destination keeps the larger of
     that and its own. Chunks moved in the same step travel side by side (their latencies do
     not add up), so a pipelined ring pays each hop of a chunk's path once, NVLink hops at NVLink
-    latency and network hops at network latency.
+    latency and network hops at network latency. Chunks that multi-chunk transfers move as one
+    block are followed as one.
     """
-    s, _ = p.schedule.per_chunk()
-    cells = s.agents * s.chunks
+    s = p.schedule
+    block = int(np.gcd.reduce(np.r_[s.span[s.span > 1], s.chunk[s.span > 1]])) if (s.span > 1).any() else 1
+    block = block or 1
+    cells_per_agent = -(-s.chunks // block)
+    cells = s.agents * cells_per_agent
     if cells > _PATH_CELLS:
         raise ValueError(f"timing {s.ranks} ranks x {s.chunks} chunks with path latencies needs {cells:,} cells "
                          "(more than this simulator keeps); use fewer ranks, pieces or channels")
     lat = m_lat[p.transfer_message]
-    if s is not p.schedule:
-        lat = np.repeat(lat, p.schedule.span)
+    width = np.maximum(1, s.span // block)
+    src, dst, cell, step = s.src, s.dst, s.chunk // block, s.step
+    if (width > 1).any():
+        origin = np.repeat(np.arange(s.n_transfers), width)
+        offset = np.arange(origin.size) - np.repeat(np.cumsum(width) - width, width)
+        src, dst, cell, step, lat = src[origin], dst[origin], cell[origin] + offset, step[origin], lat[origin]
     ready = np.zeros(cells)
     out = np.zeros(s.n_steps)
-    bounds = np.searchsorted(s.step, np.arange(s.n_steps + 1))
+    bounds = np.searchsorted(step, np.arange(s.n_steps + 1))
     top = 0.0
-    for step in range(s.n_steps):
-        a, b = bounds[step], bounds[step + 1]
+    for k in range(s.n_steps):
+        a, b = bounds[k], bounds[k + 1]
         if b > a:
-            arrive = ready[s.src[a:b] * s.chunks + s.chunk[a:b]] + lat[a:b]
-            np.maximum.at(ready, s.dst[a:b] * s.chunks + s.chunk[a:b], arrive)
+            arrive = ready[src[a:b] * cells_per_agent + cell[a:b]] + lat[a:b]
+            np.maximum.at(ready, dst[a:b] * cells_per_agent + cell[a:b], arrive)
             top = max(top, float(arrive.max()))
-        out[step] = top
+        out[k] = top
     return out
 
 

@@ -480,23 +480,24 @@ class Cluster(Topology):
     def routes(self, src, dst) -> np.ndarray:
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         P = self.ranks
-        out = np.full((src.size, 2), -1, dtype=np.int64)
         s, d = np.minimum(src, P - 1), np.minimum(dst, P - 1)
-        ranks = (src < P) & (dst < P)
-        local = ranks & (self.node_of[s] == self.node_of[d])
-        out[local] = np.stack([self._link("port_out", src[local]), self._link("port_in", dst[local])], axis=1)
-        if self.has_nic:
-            far = ranks & ~local
-            out[far] = np.stack([self._link("nic_out", src[far]), self._link("nic_in", dst[far])], axis=1)
-        if self.has_engine:
-            up, down = dst == P, src == P
-            out[up] = np.stack([self._link("port_out", src[up]), self._link("eng_in", src[up])], axis=1)
-            out[down] = np.stack([self._link("eng_out", dst[down]), self._link("port_in", dst[down])], axis=1)
-        if self.sharp:
-            fabric = P + int(self.has_engine)
-            up, down = dst == fabric, src == fabric
-            out[up, 0] = self._link("nic_out", src[up])
-            out[down, 0] = self._link("nic_in", dst[down])
+        out = np.empty((src.size, 2), dtype=np.int64)
+        if self.has_nic:        # in the node: port out, port in; across nodes: NIC out, NIC in
+            far = (self.node_of[s] != self.node_of[d]) * (2 * P)
+            np.add(src, far, out=out[:, 0])
+            np.add(dst, far + P, out=out[:, 1])
+        else:
+            out[:, 0], out[:, 1] = src, dst + P
+        if self.switch_agents:
+            if self.has_engine:
+                up, down = dst == P, src == P
+                out[up] = np.stack([self._link("port_out", src[up]), self._link("eng_in", src[up])], axis=1)
+                out[down] = np.stack([self._link("eng_out", dst[down]), self._link("port_in", dst[down])], axis=1)
+            if self.sharp:
+                fabric = P + int(self.has_engine)
+                up, down = dst == fabric, src == fabric
+                out[up] = np.stack([self._link("nic_out", src[up]), np.full(int(up.sum()), -1)], axis=1)
+                out[down] = np.stack([self._link("nic_in", dst[down]), np.full(int(down.sum()), -1)], axis=1)
         return out
 
     def link_label(self, link: int) -> str:

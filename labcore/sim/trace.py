@@ -158,7 +158,9 @@ class Schedule:
     ``step, src, dst, chunk`` (int64), ``size`` (bytes, float64), ``reduce`` (bool),
     ``channel`` (int64, default all 0), ``span`` (int64 chunks moved, default all 1).
     ``phases`` names each step's phase; ``params`` records the builder's options
-    (e.g. ``pipeline``, ``channels``).
+    (e.g. ``pipeline``, ``channels``). ``distinct`` is the builder's promise that no two
+    transfers share step, source, destination and channel (each is a message of its own),
+    which spares the engine a sort.
 
     Example
     -------
@@ -189,6 +191,7 @@ class Schedule:
     params: dict[str, Any] = field(default_factory=dict)
     channel: np.ndarray | None = None
     span: np.ndarray | None = None
+    distinct: bool = False
 
     def __post_init__(self) -> None:
         collectives.check(self.collective, self.ranks, self.chunks, self.root)

@@ -38,7 +38,9 @@ class Parts:
                         names.append(label)
 
     def schedule(self, collective: str, algorithm: str, ranks: int, nbytes: float, chunks: int, root: int = 0,
-                 switches: int = 0, layout: Layout | None = None, params: dict | None = None) -> Schedule:
+                 switches: int = 0, layout: Layout | None = None, params: dict | None = None,
+                 distinct: bool = False) -> Schedule:
+        """The Schedule; ``distinct``: the caller promises one transfer per message (see Schedule)."""
         cb = collectives.chunk_bytes(collective, ranks, nbytes, chunks)
         if self.cols:
             step, src, dst, chunk, channel, size, red, span = (np.concatenate(c) for c in zip(*self.cols))
@@ -54,7 +56,7 @@ class Parts:
         return Schedule(collective, algorithm, ranks, nbytes, chunks, *cols[:6], n_steps=n_steps, root=root,
                         switches=switches, layout=layout or Layout(switches=switches),
                         phases=tuple(" + ".join(self.labels.get(s, [])) for s in range(n_steps)), params=params or {},
-                        channel=cols[6], span=cols[7])
+                        channel=cols[6], span=cols[7], distinct=distinct)
 
 
 def ring_phase(parts: Parts, rings: np.ndarray, blocks: np.ndarray, first_step: int, offset: int, reduce: bool,

@@ -50,7 +50,7 @@ def _ring(collective: str, ranks: int, nbytes: float, order, channels: int, phas
     for offset, reduce, label in phases:
         step = ring_phase(parts, o, blocks, step, offset, reduce, label, channel=np.arange(C))
     return parts.schedule(collective, "ring", ranks, nbytes, ranks * C, layout=Layout("ring", tuple(o[0].tolist())),
-                          params={"channels": C})
+                          params={"channels": C}, distinct=True)
 
 
 def ring_reduce_scatter(ranks: int, nbytes: float, order=None, channels: int = 1) -> Schedule:

@@ -76,7 +76,7 @@ def _tree_all_reduce(ranks: int, nbytes: float, pipeline, gpus_per_node, channel
         layout = Layout("tree", parents=tuple(trees[:per]))
     return parts.schedule("all_reduce", "double_tree" if double else "tree", ranks, nbytes, len(trees) * k,
                           layout=layout, params={"pipeline": k, "channels": len(trees) // per,
-                                                 "gpus_per_node": g})
+                                                 "gpus_per_node": g}, distinct=True)
 
 
 def tree_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None, gpus_per_node: int | None = None,
