@@ -101,8 +101,8 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
         need = engine.values_bytes(sched, elements)
         if need > MAX_VALUES_BYTES:
             raise ValueError(f"carrying values through this run would keep ~{need / 2**30:.1f} GiB of buffer states "
-                             f"({sched.n_steps} steps x {sched.chunks} chunks x {sched.agents} agents); simulate with "
-                             "values=False (timing only), or fewer ranks or pieces")
+                             f"({sched.n_steps} steps x {sched.chunks} chunks x {sched.agents} agents); time it only "
+                             "(values=False, --no-values on the command line), or use fewer ranks or pieces")
     trace = Trace(sched, view, reduce_op, contention=contention, protocol=view.protocol, **timed)
     if values:
         engine._move_values(trace, elements, seed)
@@ -154,7 +154,7 @@ def _protocols(topo, algorithm, protocol) -> list:
     """The protocols to try for ``algorithm``: None when the topology describes none."""
     if protocol is None or not topo.protocols:
         if protocol not in (None, "auto"):
-            raise ValueError(f"topology {topo.name!r} describes no protocols; use protocol=None or 'auto'")
+            raise ValueError(f"topology {topo.name!r} describes no protocols; leave protocol at 'auto' (or None)")
         return [None]
     usable = [name for name, p in topo.protocols.items() if not p.algorithms or algorithm in p.algorithms]
     if protocol == "auto":

@@ -6,6 +6,9 @@ of cells, one per chunk, shaded by how many of the contributions it needs the
 cell already holds (grey: none, blue: partial, green: complete); cells written
 in the step are outlined in the colour of the chunk that arrived. A caption
 names the step, its phase and its transfers, with the simulated time so far.
+When the schedule runs several channels (NCCL's parallel rings or trees, or
+the two trees of a double tree) arrows and outlines take the colour of their
+channel instead, with a legend naming them.
 
 The figure has one animation frame per schedule step. Frames are built as
 plain dicts and carry only what changes (arrows, cells, caption); the ranks,
@@ -50,18 +53,25 @@ def captions(trace) -> list[str]:
     """One caption per step: "step 3 of 14, reduce-scatter: rank 2 sends chunk 1 to rank 3 (reduce)".
 
     Steps with more than one transfer start with how many run at once and spell
-    out the first few.
+    out the first few; with several channels each transfer names its channel.
     """
-    s = trace.schedule
+    s = trace.per_chunk().schedule
+    multi = s.n_channels > 1
     out = []
     for k, sl in enumerate(s.step_slices()):
         phase = s.phases[k] if k < len(s.phases) and s.phases[k] else ""
         head = f"step {k + 1} of {s.n_steps}" + (f", {phase}" if phase else "")
-        src, dst, chunk, red = s.src[sl], s.dst[sl], s.chunk[sl], s.reduce[sl]
+        src, dst, chunk, red, ch = s.src[sl], s.dst[sl], s.chunk[sl], s.reduce[sl], s.channel[sl]
+        if multi:       # spell out the channels in turn: the first transfer of each, then the second...
+            seen = np.zeros(ch.size, dtype=np.int64)
+            for c in np.unique(ch):
+                seen[ch == c] = np.arange(int((ch == c).sum()))
+            turn = np.lexsort((ch, seen))
+            src, dst, chunk, red, ch = src[turn], dst[turn], chunk[turn], red[turn], ch[turn]
         parts = [f"{_agent_name(int(a), s.ranks)} sends chunk {int(c)} to {_agent_name(int(b), s.ranks)} "
-                 f"({'reduce' if r else 'copy'})"
-                 for a, b, c, r in zip(src[:_SHOWN_TRANSFERS], dst[:_SHOWN_TRANSFERS],
-                                       chunk[:_SHOWN_TRANSFERS], red[:_SHOWN_TRANSFERS])]
+                 f"({'reduce' if r else 'copy'}{f', channel {h}' if multi else ''})"
+                 for a, b, c, r, h in zip(src[:_SHOWN_TRANSFERS], dst[:_SHOWN_TRANSFERS],
+                                          chunk[:_SHOWN_TRANSFERS], red[:_SHOWN_TRANSFERS], ch[:_SHOWN_TRANSFERS])]
         n = src.size
         if n == 0:
             body = "nothing moves"
@@ -169,8 +179,9 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
         Frame ``k`` shows step ``k``: its transfers as arrows (hover for
         bytes and times), every buffer after the step, the caption and the
         simulated time so far. The figure as first shown is the state
-        before step 1.
+        before step 1. Transfers of several chunks are drawn chunk by chunk.
     """
+    trace = trace.per_chunk()
     s = trace.schedule
     A, C, P = s.agents, s.chunks, s.ranks
     p = place(s.layout, P, s.switches)
@@ -205,9 +216,12 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
     n_static = len(data)
 
     # -- changing traces: one arrow trace per chunk colour, the cells, the caption -----
-    groups = min(C, len(CHUNK_COLORS))
+    by_channel = s.n_channels > 1            # colour arrows by channel, else by chunk
+    colour_key = s.channel if by_channel else s.chunk
+    groups = min(s.n_channels if by_channel else C, len(CHUNK_COLORS))
     for g in range(groups):
-        data.append({"type": "scatter", "x": [], "y": [], "mode": "lines+markers", "showlegend": False,
+        data.append({"type": "scatter", "x": [], "y": [], "mode": "lines+markers", "showlegend": by_channel,
+                     "name": _channel_name(range(g, s.n_channels, groups)),
                      "line": {"color": CHUNK_COLORS[g], "width": 3}, "hoverinfo": "text",
                      "marker": {"symbol": "arrow", "angleref": "previous", "color": CHUNK_COLORS[g],
                                 "size": []}})
@@ -243,7 +257,7 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
     for k, sl in enumerate(s.step_slices()):
         src, dst, chunk = s.src[sl], s.dst[sl], s.chunk[sl]
         paths = _arrows(p, src, dst) if src.size else np.zeros((0, _ARROW_POINTS, 2))
-        group = chunk % groups
+        group = colour_key[sl] % groups
         arrow_traces = []
         per = _ARROW_POINTS + 1                 # the points of one arrow, then a NaN gap
         for g in range(groups):
@@ -258,6 +272,7 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
             hover = []
             for i in idx.tolist():
                 label = (f"{names[s.src[sl][i]]} → {names[s.dst[sl][i]]}: chunk {int(chunk[i])}, "
+                         + (f"channel {int(s.channel[sl][i])}, " if by_channel else "") +
                          f"{'reduce' if s.reduce[sl][i] else 'copy'}, {format_bytes(s.size[sl][i])}, "
                          f"{trace.start[sl][i] * 1e6:.3g}–{trace.end[sl][i] * 1e6:.3g} us")
                 hover += [""] * (_ARROW_POINTS - 1) + [label, ""]      # hover on the arrowhead
@@ -270,13 +285,19 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
         if text_cells:
             cell["text"] = _cell_text(counts[k + 1], need)
         outline = {"x": chunk.astype(float), "y": dst.astype(float),
-                   "marker": {"color": [CHUNK_COLORS[c % len(CHUNK_COLORS)] for c in chunk.tolist()]}}
+                   "marker": {"color": [CHUNK_COLORS[c % len(CHUNK_COLORS)] for c in colour_key[sl].tolist()]}}
         caption = {"text": [f"{_wrap(caps[k])}<br>simulated time {trace.step_end[k] * 1e6:.4g} us "
                             f"of {total_us:.4g} us"]}
         frames.append({"name": str(k), "traces": changing, "data": arrow_traces + [cell, outline, caption]})
 
     layout = _layout(s, title, width, height, (x0, x1, y0, y1), A, C, P, p, frame_ms)
     return go.Figure({"data": data, "layout": layout, "frames": frames}, _validate=False)
+
+
+def _channel_name(channels) -> str:
+    """Legend label of one arrow colour: 'channel 3', or 'channels 0, 10' when colours repeat."""
+    channels = list(channels)
+    return f"channel {channels[0]}" if len(channels) == 1 else "channels " + ", ".join(map(str, channels))
 
 
 def _wrap(text: str, width: int = 80) -> str:
@@ -322,6 +343,8 @@ def _layout(s, title, width, height, box, A, C, P, p: Placement, frame_ms: int) 
                    "tickvals": list(range(0, A, tick)),
                    "ticktext": [_agent_name(a, P) for a in range(0, A, tick)]},
         "shapes": shapes, "annotations": notes,
+        "legend": {"x": 0.0, "y": 1.0, "xanchor": "left", "yanchor": "top", "font": {"size": 10},
+                   "bgcolor": "rgba(255,255,255,0.7)", "title": {"text": "arrows"}},
         "updatemenus": [{"type": "buttons", "direction": "left", "x": 0.0, "y": -0.02, "xanchor": "left",
                          "yanchor": "top", "pad": {"t": 30}, "showactive": False, "buttons": [play, pause]}],
         "sliders": [{"active": 0, "x": 0.18, "len": 0.8, "y": -0.02, "yanchor": "top", "pad": {"t": 20},
