@@ -174,3 +174,60 @@ def test_trace_frame_has_times_and_routes():
     frame = trace.to_frame()
     assert len(frame) == 3 and frame["end_us"].max() == pytest.approx(trace.time_s * 1e6)
     assert frame["route"].iloc[0].startswith("rank 0 -> switch")
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"nbytes": -1}, "nbytes must be a finite number"),
+    ({"nbytes": float("nan")}, "nbytes must be a finite number"),
+    ({"nbytes": float("inf")}, "nbytes must be a finite number"),
+    ({"nbytes": "1M"}, "nbytes must be a finite number"),
+    ({"ranks": 0}, "ranks must be a whole number"),
+    ({"ranks": 2.5}, "ranks must be a whole number"),
+    ({"ranks": True}, "ranks must be a whole number"),
+    ({"algorithm": "tree", "pipeline": 10 ** 9}, "pipeline must be a whole number from 1 to"),
+    ({"algorithm": "tree", "pipeline": 0}, "pipeline must be a whole number"),
+    ({"channels": 1000}, "channels must be a whole number from 1 to"),
+    ({"elements": 0}, "elements must be a whole number"),
+    ({"algorithm": "butterfly"}, "choose one of"),
+    ({"ranks": 1024, "nbytes": 1 << 30}, r"would keep ~\d+\.\d GiB .*values=False"),
+    ({"ranks": 4096, "values": False}, "million transfers"),
+    ({"protocol": "LL"}, "describes no protocols"),
+])
+def test_bad_input_is_refused_before_any_work_with_the_fix(kwargs, match):
+    args = {"op": "all_reduce", "algorithm": "ring", "ranks": 8, "nbytes": 1 << 20} | kwargs
+    with pytest.raises(ValueError, match=match):
+        sim.simulate(**args)
+
+
+def test_a_protocol_the_algorithm_cannot_use_is_named():
+    with pytest.raises(ValueError, match="cannot run 'nvls'"):
+        sim.simulate("all_reduce", "nvls", 8, 1 << 20, topology="nvswitch8", protocol="LL")
+    with pytest.raises(ValueError, match="has 8 ranks but ranks=4"):
+        sim.simulate("all_reduce", "ring", 4, 1 << 20, topology=sim.topologies.nvswitch(8))
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["all_reduce", "--size", "nan"], "cannot read size 'nan'"),
+    (["all_reduce", "--size", "-5"], "cannot read size '-5'"),
+    (["all_reduce", "-n", "0"], "must be at least 1"),
+    (["all_reduce", "--algo", "tree", "--pipeline", "1000000"], "pipeline must be a whole number"),
+    (["all_reduce", "-n", "1024", "--size", "1G"], "--no-values"),
+    (["all_reduce", "-b", "1M", "-e", "1K"], "larger than -e"),
+    (["all_reduce", "--algo", "fast"], "no 'fast' algorithm"),
+    (["all_reduce", "--topology", "uniform", "--protocol", "LL"], "describes no protocols"),
+    (["broadcast", "--algo", "chain", "--root", "9"], "--root must be a rank"),
+])
+def test_cli_refuses_bad_input_in_one_line_with_exit_2(argv, message):
+    done = subprocess.run([sys.executable, "-m", "labcore", "sim", *argv], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in done.stderr
+
+
+def test_lower_bound_for_point_to_point_algorithms():
+    one_port = sim.topologies.uniform(8, alpha=0, bandwidth=1e9, ports="single")
+    ring = sim.simulate("all_reduce", "ring", 8, 1 << 24, topology=one_port, values=False)
+    assert math.isclose(ring.time_s, ring.lower_bound_s(in_network=False))   # Patarasuk-Yuan: the ring meets it
+    assert ring.lower_bound_s() < ring.time_s                   # the mesh's switch could reduce in the network

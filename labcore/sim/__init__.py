@@ -30,7 +30,7 @@ from labcore.sim.trace import Layout, Schedule, ScheduleError, Trace, Transfer
 # NCCL's algorithms, as the simulator plays them, that algorithm="best" chooses from
 NCCL_ALGORITHMS = ("ring", "double_tree", "nvls", "in_network")
 MAX_VALUES_BYTES = 2 << 30       # a value-carrying run keeps every step's buffers: refuse beyond this
-MAX_TRANSFERS = 40_000_000       # a schedule's transfers (about 100 bytes each while it is built)
+MAX_TRANSFERS = 12_000_000       # a schedule's transfers (a few hundred bytes each while it is timed)
 MAX_PIPELINE = 1 << 14
 MAX_CHANNELS = 64
 MAX_RANKS = 1 << 14

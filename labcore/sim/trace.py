@@ -410,16 +410,21 @@ class Trace:
         """nccl-tests bus bandwidth, GB/s (algbw x the collective's factor)."""
         return self.algbw * collectives.busbw_factor(self.schedule.collective, self.schedule.ranks)
 
-    def lower_bound_s(self) -> float:
+    def lower_bound_s(self, in_network: bool | None = None) -> float:
         """Least time any algorithm needs for this collective on this topology: the bytes that must
         leave and enter each of the topology's cuts (one rank, one node) over the cut's bandwidth,
         or the latency floor if that is larger, plus the launch latency, and never below the host's
-        issue time; see :func:`labcore.sim.cost.lower_bound`."""
+        issue time; see :func:`labcore.sim.cost.lower_bound`.
+
+        ``in_network``: count in-network reduction (by default when the topology has a reducing
+        switch); False gives the bound for algorithms that reduce at the ranks only.
+        """
         from labcore.sim.cost import lower_bound
 
         s, topo = self.schedule, self.topology
+        reducing = topo.switch_agents > 0 if in_network is None else in_network
         bound = lower_bound(s.collective, s.ranks, s.nbytes, cuts=topo.cuts(), alpha=topo.hop_latency(),
-                            in_network=topo.switch_agents > 0)
+                            in_network=reducing)
         return max(topo.issue_s, topo.launch_s + bound)
 
     def per_chunk(self) -> "Trace":
