@@ -3,7 +3,8 @@
 Model (Hockney; as used by Thakur, Rabenseifner and Gropp, "Optimization of
 collective communication operations in MPICH", IJHPCA 19(1), 2005): sending
 m bytes between two ranks takes alpha + m*beta, reducing m bytes takes m*gamma;
-p ranks, n bytes (the size nccl-tests reports).
+n ranks, S bytes (the size nccl-tests reports; notation as in notebook 02). In the code
+below p is the number of ranks and n the bytes, as in MPICH's cost comments.
 
 Port models (a property of the topology, :class:`labcore.sim.topology.Topology`):
 
@@ -29,7 +30,7 @@ Example
 7.5
 
 The double binary tree on 16 ranks, 1 GiB, 10 GB/s links: with multi-port ranks it beats the
-single-port bandwidth bound 2(p-1)/p n beta = 201.3 ms; with one port per rank it cannot.
+single-port bandwidth bound 2(n-1)/n S beta = 201.3 ms; with one port per rank it cannot.
 
 >>> round(time("all_reduce", "double_tree", 16, 1 << 30, 0, 1e-10) * 1e3, 1)
 55.2
@@ -283,9 +284,10 @@ def cut_bytes(collective: str, ranks: int, members: int, nbytes: float, in_netwo
     """Bytes that must leave and enter a set of ``members`` of ``ranks`` ranks, in any algorithm.
 
     For a single rank these are Patarasuk and Yuan's bounds (JPDC 69(2), 2009: an all-reduce that
-    reduces at the ranks must send and receive 2(p-1)/p n per rank); a set of ranks of which the
-    ranks are 1/N acts as one party of an N-party collective (whatever its members do inside). A
-    reducing switch lets an all-reduce party send its n once and receive the result once.
+    reduces at the ranks must send and receive 2(n-1)/n S per rank, n ranks, S bytes); a set of
+    ranks of which the ranks are 1/N acts as one party of an N-party collective (whatever its
+    members do inside). A reducing switch lets an all-reduce party send its S once and receive the
+    result once.
 
     Example
     -------
@@ -316,7 +318,7 @@ def lower_bound(collective: str, ranks: int, nbytes: float, beta: float | None =
     Bandwidth: for every cut (a set of ranks with the bandwidth of the links out of and into it:
     ``topology.cuts()``), the bytes that must cross it (:func:`cut_bytes`) over its bandwidth.
     Without ``cuts``, one port of 1/``beta`` bytes/s per rank (busbw can never exceed the link
-    bandwidth, nccl-tests doc/PERFORMANCE.md). Latency: ceil(log2 p) rounds of ``alpha`` (a value
+    bandwidth, nccl-tests doc/PERFORMANCE.md). Latency: ceil(log2 n) rounds of ``alpha`` (a value
     can at most double its reach per round), or one ``alpha`` through a reducing switch.
 
     Example

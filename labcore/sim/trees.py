@@ -7,7 +7,7 @@ a schedule.
 NCCL's binary tree (src/graph/trees.cc, NCCL 2.30.7): rank r's parent is found from its lowest set
 bit b: r with b cleared and 2b set, or r with b cleared when that is past the last rank; rank 0 is
 the root, with a single child, and the odd ranks are leaves. The double binary tree adds the
-mirror image (r -> p-1-r) for even p, or the same tree shifted by one for odd p.
+mirror image (r -> n-1-r) for an even number n of ranks, or the same tree shifted by one for odd n.
 
 Across nodes NCCL builds these trees over the *nodes*, not the GPUs: inside a node the GPUs form a
 chain, the first GPU of the chain (its head) is the node's member of the tree across nodes and

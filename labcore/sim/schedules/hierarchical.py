@@ -1,13 +1,13 @@
 """Hierarchical (two-level) all-reduce: reduce-scatter inside each node, all-reduce across
 nodes, all-gather inside each node, pipelined.
 
-With g ranks per node and N nodes (p = gN): a ring reduce-scatter among the g
-ranks of every node leaves local rank l with slice l (n/g bytes) reduced over
+With g ranks per node and N nodes (n = gN ranks, S bytes): a ring reduce-scatter among the g
+ranks of every node leaves local rank l with slice l (S/g bytes) reduced over
 its node; the N ranks with the same local rank then run a ring all-reduce of
-that slice across nodes (n/p-byte chunks, over the slow network: on a machine
+that slice across nodes (S/n-byte chunks, over the slow network: on a machine
 with one NIC per GPU each local rank uses its own NIC); a ring all-gather inside
-each node spreads the result. The slow links carry 2(N-1)/N x n/g bytes per
-rank instead of the flat ring's 2(p-1)/p x n.
+each node spreads the result. The slow links carry 2(N-1)/N x S/g bytes per
+rank instead of the flat ring's 2(n-1)/n x S.
 
 Pipelining: the buffer is cut in k = ``pipeline`` pieces and piece j starts
 g-1 steps (one intra-node phase) after piece j-1, so while one piece crosses the

@@ -1,11 +1,11 @@
 """Ring schedules: reduce-scatter, all-gather, all-reduce (= the two), pipelined chain broadcast.
 
-A ring passes chunks to the next rank. Reduce-scatter: in step s the rank at
-ring position i sends the chunk of position i-s-1 (mod p) to position i+1,
-which adds its own; after p-1 steps every rank holds one fully reduced chunk
-(its own). All-gather then circulates the finished chunks p-1 more steps.
-Each step moves n/p bytes per rank, which is why the ring reaches the
-bandwidth lower bound 2(p-1)/p n beta (Patarasuk and Yuan 2009).
+A ring of n ranks passes chunks of an S-byte buffer to the next rank. Reduce-scatter: in step s
+the rank at ring position i sends the chunk of position i-s-1 (mod n) to position i+1,
+which adds its own; after n-1 steps every rank holds one fully reduced chunk
+(its own). All-gather then circulates the finished chunks n-1 more steps.
+Each step moves S/n bytes per rank, which is why the ring reaches the
+bandwidth lower bound 2(n-1)/n S beta (Patarasuk and Yuan 2009).
 
 Channels: NCCL runs several rings at once, each on its own slice of the buffer
 and, across nodes, its own NICs. With ``channels=C`` the buffer is cut in C
@@ -29,7 +29,7 @@ from labcore.sim.trace import Layout, Schedule
 
 
 def orders(ranks: int, order=None, channels: int = 1) -> np.ndarray:
-    """(channels, ranks) ring of every channel from ``order``: None (0..p-1), one permutation for all
+    """(channels, ranks) ring of every channel from ``order``: None (0..n-1), one permutation for all
     channels, or one per channel."""
     if not isinstance(channels, (int, np.integer)) or channels < 1:
         raise ValueError(f"channels must be a whole number of at least 1, got {channels!r}")
@@ -54,21 +54,21 @@ def _ring(collective: str, ranks: int, nbytes: float, order, channels: int, phas
 
 
 def ring_reduce_scatter(ranks: int, nbytes: float, order=None, channels: int = 1) -> Schedule:
-    """Ring reduce-scatter: p-1 steps of n/p bytes; rank r ends with its part (chunk r) reduced.
+    """Ring reduce-scatter: n-1 steps of S/n bytes; rank r ends with its part (chunk r) reduced.
 
-    ``order`` is the ring (a permutation of the ranks, or one per channel), default 0, 1, ..., p-1;
+    ``order`` is the ring (a permutation of the ranks, or one per channel), default 0, 1, ..., n-1;
     ``channels`` rings run at once, each on 1/channels of the buffer.
     """
     return _ring("reduce_scatter", ranks, nbytes, order, channels, [(-1, True, "reduce-scatter")])
 
 
 def ring_all_gather(ranks: int, nbytes: float, order=None, channels: int = 1) -> Schedule:
-    """Ring all-gather: p-1 steps of n/p bytes; every rank ends with every chunk."""
+    """Ring all-gather: n-1 steps of S/n bytes; every rank ends with every chunk."""
     return _ring("all_gather", ranks, nbytes, order, channels, [(0, False, "all-gather")])
 
 
 def ring_all_reduce(ranks: int, nbytes: float, order=None, channels: int = 1) -> Schedule:
-    """Ring all-reduce = ring reduce-scatter then ring all-gather: 2(p-1) steps of n/p bytes.
+    """Ring all-reduce = ring reduce-scatter then ring all-gather: 2(n-1) steps of S/n bytes.
 
     Example
     -------
@@ -82,7 +82,7 @@ def ring_all_reduce(ranks: int, nbytes: float, order=None, channels: int = 1) ->
 
 def chain_broadcast(ranks: int, nbytes: float, root: int = 0, pipeline: int | None = None) -> Schedule:
     """Pipelined chain (ring) broadcast: the root's buffer cut in k = ``pipeline`` pieces flows
-    down the chain root, root+1, ...; p-1+k-1 steps of n/k bytes (NCCL's ring broadcast)."""
+    down the chain root, root+1, ...; n-1+k-1 steps of S/k bytes (NCCL's ring broadcast)."""
     k = default_pipeline(nbytes) if pipeline is None else max(1, int(pipeline))
     o = (root + np.arange(ranks)) % ranks
     j, h = np.meshgrid(np.arange(k), np.arange(ranks - 1), indexing="ij")   # piece j crosses hop h at step j+h

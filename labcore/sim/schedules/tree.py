@@ -2,12 +2,12 @@
 
 Binomial tree (MPICH's broadcast/reduce for short messages): in round k the
 ranks that already hold the data (relative ranks below 2^k) send it to the
-rank 2^k further; ceil(log2 p) rounds of the whole buffer.
+rank 2^k further; ceil(log2 n) rounds of the whole buffer (n ranks, S bytes).
 
 Binary tree all-reduce (NCCL's Tree algorithm): the buffer is cut in k pieces
 that flow up the tree (children reduce into their parent) and, once reduced at
 the root, back down, pipelined so that many pieces are in flight: 2D + k - 1
-steps of n/k bytes for a tree of depth D.
+steps of S/k bytes for a tree of depth D.
 
 NCCL's trees (see :mod:`labcore.sim.trees`): a binary tree with the odd ranks
 as leaves, and for the double binary tree its mirror image, so that a rank that
@@ -104,7 +104,7 @@ def _binomial_parents(ranks: int, root: int) -> tuple[int, ...]:
 
 
 def binomial_broadcast(ranks: int, nbytes: float, root: int = 0) -> Schedule:
-    """Binomial-tree broadcast: ceil(log2 p) rounds, the whole buffer each."""
+    """Binomial-tree broadcast: ceil(log2 n) rounds, the whole buffer each."""
     parts = Parts()
     for k in range(math.ceil(math.log2(ranks)) if ranks > 1 else 0):
         v = np.arange(1 << k)
