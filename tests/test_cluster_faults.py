@@ -133,7 +133,16 @@ def test_recv_nobody_sends_says_who_finished(cluster):
     assert cluster.run(_total) == [float(cluster.world_size)] * cluster.world_size
 
 
-def test_keyboard_interrupt_stops_the_workers():
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raising KeyboardInterrupt, as in a terminal or a kernel, even when pytest runs in the
+    background (a shell then starts it with SIGINT ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_keyboard_interrupt_stops_the_workers(sigint_raises):
     with lc.Cluster(2, backend="gloo", timeout=30.0) as cl:
         pids = cl.pids
         timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))

@@ -8,86 +8,94 @@ next call, which with the warm forkserver takes a fraction of a second.
 """
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import os
-import shutil
 import signal
 import sys
-import tempfile
+import threading
 import time
 import weakref
 from multiprocessing.connection import wait
 
 import cloudpickle
 
-from labcore.live import hang, source
+from labcore.live import hang, output, scratch, source
 from labcore.live.errors import ClusterError, CollectiveTimeout, HangReport, RankDied, RankError
-from labcore.live.sysinfo import choose_backend
+from labcore.live.sysinfo import check_world_size, choose_backend
 
 # How long the other ranks get to report after one rank raised, before the group is replaced.
 _ERROR_GRACE_S = 1.0
 # First start includes the forkserver importing torch; allow for a slow, shared machine.
 _START_TIMEOUT_S = 120.0
+# Exit code of a rank that found lc.Cluster(...) while importing a script's main module.
+_MAIN_GUARD_EXIT = 86
+_MAIN_GUARD_FIX = ("in a script, create the cluster under `if __name__ == \"__main__\":` (ranks start "
+                   "with forkserver or spawn, which import the script's main module)")
+
+
+def check_timeout(value, what: str = "timeout") -> float:
+    """``value`` as seconds, or a ValueError naming ``what`` when it is not finite and positive."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or value <= 0):
+        raise ValueError(f"{what} must be a finite, positive number of seconds (e.g. 30), not {value!r}")
+    return float(value)
 
 
 def _context(start_method: str):
     if start_method == "fork":
         raise ValueError("start_method='fork' is unsafe in a Jupyter kernel (threads, CUDA); "
                          "use 'forkserver' (default) or 'spawn'.")
+    if start_method not in ("forkserver", "spawn"):
+        raise ValueError(f"start_method must be 'forkserver' or 'spawn', not {start_method!r}")
     ctx = mp.get_context(start_method)
     if start_method == "forkserver":
         ctx.set_forkserver_preload(["labcore.live.worker"])
     return ctx
 
 
-def _read_from(path: str, offset: int) -> tuple[str, int]:
+def _kill_group(pid: int) -> None:
     try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except FileNotFoundError:
-        return "", offset
-    return data.decode(errors="replace"), offset + len(data)
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the rank and everything it forked are already gone
 
 
 class _Group:
-    """One generation of rank processes, their pipes and their scratch directory."""
+    """One generation of rank processes: their pipes, their lifeline and their scratch folder."""
 
-    def __init__(self, ctx, world_size: int, backend: str, timeout: float, env: dict):
-        self.run_dir = tempfile.mkdtemp(prefix="labcore-")
-        self.procs, self.conns = [], []
-        self.offsets = {}
+    def __init__(self, ctx, world_size: int, backend: str, timeout: float, env: dict, output_limit: int):
+        self.run_dir = scratch.make_run_dir()
+        self.procs, self.conns, self.outputs = [], [], []
         from labcore.live import worker
 
+        lifeline_end, self.lifeline = ctx.Pipe(duplex=False)
         try:
             for rank in range(world_size):
                 parent_end, child_end = ctx.Pipe(duplex=True)
+                out = output.RankOutput(output_limit)
+                self.outputs.append(out)
                 proc = ctx.Process(
                     target=worker.main, name=f"labcore-rank{rank}", daemon=True,
-                    args=(child_end, rank, world_size, backend, os.path.join(self.run_dir, "store"),
-                          self.run_dir, timeout, env))
+                    args=(child_end, lifeline_end, out.writers["out"], out.writers["err"], rank,
+                          world_size, backend, self.run_dir, os.getpid(), timeout, env))
                 proc.start()
                 child_end.close()
+                out.close_writers()
                 self.procs.append(proc)
                 self.conns.append(parent_end)
         except BaseException:
             self.stop(graceful=False)
             raise
+        finally:
+            lifeline_end.close()
 
     def path(self, rank: int, kind: str) -> str:
         return os.path.join(self.run_dir, f"rank{rank}.{kind}")
 
     def read_output(self) -> list[tuple[str, str]]:
-        """New stdout/stderr text of every rank since the last read."""
-        out = []
-        for rank in range(len(self.procs)):
-            texts = []
-            for kind in ("out", "err"):
-                key = (rank, kind)
-                text, self.offsets[key] = _read_from(self.path(rank, kind), self.offsets.get(key, 0))
-                texts.append(text)
-            out.append(tuple(texts))
-        return out
+        """What every rank printed since the last read (head and tail when it was too much)."""
+        return [out.take() for out in self.outputs]
 
     def stack_dumps(self, ranks: list[int], wait_s: float = 1.0) -> dict[int, str]:
         """Ask stuck ranks to print their Python stacks (faulthandler on SIGUSR1) and read them."""
@@ -103,33 +111,43 @@ class _Group:
                 break
             time.sleep(0.05)
         time.sleep(0.1)  # let the last dump finish writing
-        dumps = {rank: _read_from(self.path(rank, "stack"), 0)[0] for rank in ranks}
+        dumps = {}
+        for rank in ranks:
+            try:
+                with open(self.path(rank, "stack"), errors="replace") as f:
+                    dumps[rank] = f.read()
+            except OSError:
+                dumps[rank] = ""
         return dumps
 
     def stop(self, graceful: bool) -> None:
-        """Close pipes and end every process: ask, then SIGTERM, then SIGKILL. Idempotent."""
+        """End every rank and whatever it forked, close the pipes, remove the folder. Idempotent."""
         if graceful:
             for conn in self.conns:
                 try:
-                    conn.send(("close", b""))
+                    conn.send((0, "close", b""))
                 except (OSError, ValueError):
                     pass
             deadline = time.monotonic() + 3.0
             for proc in self.procs:
                 proc.join(max(0.0, deadline - time.monotonic()))
-        for sig_method in ("terminate", "kill"):
-            alive = [p for p in self.procs if p.is_alive()]
-            for proc in alive:
-                getattr(proc, sig_method)()
-            for proc in alive:
+        self.lifeline.close()  # ranks still running see EOF and end their process groups
+        for proc in self.procs:
+            _kill_group(proc.pid)
+        for proc in self.procs:
+            proc.join(2.0)
+            if proc.is_alive():
+                proc.kill()
                 proc.join(2.0)
         for conn in self.conns:
             conn.close()
+        for out in self.outputs:
+            out.close()
         for proc in self.procs:
             if proc.exitcode is not None:
                 proc.close()
-        self.procs, self.conns = [], []
-        shutil.rmtree(self.run_dir, ignore_errors=True)
+        self.procs, self.conns, self.outputs = [], [], []
+        scratch.remove(self.run_dir)
 
 
 def _stop_quietly(group: _Group) -> None:
@@ -142,13 +160,15 @@ class Cluster:
     Parameters
     ----------
     world_size : int
-        Number of ranks (processes).
+        Number of ranks (processes). More than this machine can hold (8 per CPU
+        core, and the free memory) is refused before any process starts.
     backend : {"auto", "gloo", "nccl"}
         "auto" picks NCCL when torch sees at least ``world_size`` GPUs (one per
         rank), else gloo on the CPU. "nccl" without enough GPUs is an error
         raised before any process starts.
     timeout : float
-        Seconds a call may take on every rank before it is reported as a hang.
+        Seconds a call may take on every rank before it is reported as a hang
+        (finite and positive).
     env : dict, optional
         Environment variables set on every rank before the process group is
         created (``NCCL_DEBUG``, ``NCCL_ALGO``, ``NCCL_PROTO``, ...).
@@ -156,6 +176,17 @@ class Cluster:
         How ranks are started; never ``fork`` (the kernel has threads, maybe CUDA).
     show_output : bool
         Print each rank's output after a call, prefixed ``[rank r]``, in rank order.
+    output_limit : int
+        Bytes of each rank's stdout (and of its stderr) kept per call: the first
+        and the last half; what lies between is dropped and counted.
+    oversubscribe : bool
+        Start more ranks than the machine can hold anyway.
+
+    A call returns only the replies to that call. Anything that leaves a call
+    without a full, clean set of replies (an error, a dead rank, a hang, an
+    interrupt, a reply the notebook cannot load) replaces the group on the next
+    call, as does code that destroys the ranks' process group. A closed cluster
+    starts fresh ranks when it is used again. The ranks die with the notebook.
 
     Examples
     --------
@@ -171,68 +202,100 @@ class Cluster:
     """
 
     def __init__(self, world_size: int, backend: str = "auto", timeout: float = 60.0,
-                 env: dict | None = None, start_method: str = "forkserver", show_output: bool = True):
+                 env: dict | None = None, start_method: str = "forkserver", show_output: bool = True,
+                 output_limit: int = 4 << 20, oversubscribe: bool = False):
         if getattr(mp.current_process(), "_inheriting", False):
-            raise RuntimeError(
-                "a rank process is importing your script's main module and reached lc.Cluster(...): "
-                "in a script, create the cluster under `if __name__ == \"__main__\":` "
-                "(ranks start with forkserver/spawn, which import the main module).")
+            print(f"labcore: a rank reached lc.Cluster(...) while importing the main module; {_MAIN_GUARD_FIX}.",
+                  file=sys.stderr, flush=True)
+            os._exit(_MAIN_GUARD_EXIT)
         if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
             raise ValueError(f"world_size must be a positive int (the number of ranks), not {world_size!r}")
-        if not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        timeout = check_timeout(timeout)
+        if isinstance(output_limit, bool) or not isinstance(output_limit, int) or output_limit < 2:
+            raise ValueError(f"output_limit must be a number of bytes (an int of at least 2), not {output_limit!r}")
         env = dict(env or {})
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
             raise TypeError("env must map variable names to string values, e.g. {'NCCL_DEBUG': 'INFO'}")
-        self.world_size = world_size
+        self._ctx = _context(start_method)
         self.backend = choose_backend(world_size, backend)
-        self.timeout = float(timeout)
+        check_world_size(world_size, self.backend, oversubscribe)
+        self.world_size = world_size
+        self._timeout = timeout
         self.env = env
         self.show_output = show_output
+        self.output_limit = output_limit
         self.restarts = 0
         self.last_output: list[tuple[str, str]] = []
-        self._ctx = _context(start_method)
         self._group: _Group | None = None
         self._finalizer = None
         self._fault: str | None = None
         self._origins: dict[str, str] = {}  # where the current call's functions were defined
+        self._request_id = 0
+        self._emitted = False
+        self._lock = threading.Lock()
+        scratch.sweep()
         self._start()
+
+    @property
+    def timeout(self) -> float:
+        """Seconds a call may take before it is reported as a hang (finite and positive)."""
+        return self._timeout
+
+    @timeout.setter
+    def timeout(self, value: float) -> None:
+        self._timeout = check_timeout(value)
 
     # -- lifecycle -------------------------------------------------------------------------
     def _start(self) -> None:
-        group = _Group(self._ctx, self.world_size, self.backend, self.timeout, self.env)
+        group = _Group(self._ctx, self.world_size, self.backend, self._timeout, self.env, self.output_limit)
         self._group = group
         self._finalizer = weakref.finalize(self, _stop_quietly, group)
         try:
-            self._collect("start", _START_TIMEOUT_S)
+            self._collect(0, _START_TIMEOUT_S)
         except ClusterError as exc:
             self._discard()
+            self._fault = None
+            if isinstance(exc, RankDied) and exc.exitcode == _MAIN_GUARD_EXIT:
+                raise ClusterError(f"the ranks could not start: {_MAIN_GUARD_FIX}.") from None
             raise ClusterError(f"the {self.world_size} ranks could not start ({self.backend}):\n{exc}") from None
         self._fault = None
 
     def _discard(self) -> None:
         if self._finalizer is not None:
             self._finalizer.detach()
+            self._finalizer = None
         if self._group is not None:
             self._group.stop(graceful=False)
         self._group = None
 
     def _ensure_running(self) -> None:
-        if self.closed:
-            raise ClusterError("this cluster is closed; create a new lc.Cluster(...)")
         dead = [r for r, p in enumerate(self._group.procs) if not p.is_alive()] if self._group else []
         if dead:
             self._fault = f"rank {dead[0]} had exited since the last call"
             self._discard()
         if self._group is None:
-            print(f"labcore: starting {self.world_size} fresh ranks ({self._fault}).", file=sys.stderr)
+            print(f"labcore: starting {self.world_size} fresh ranks "
+                  f"({self._fault or 'the cluster had been closed'}).", flush=True)
             self.restarts += 1
             self._start()
 
     def close(self) -> None:
-        """Stop every rank and remove the scratch files. Safe to call twice."""
+        """Stop every rank and remove the scratch files. Safe to call twice.
+
+        Using the cluster again afterwards starts fresh ranks. A call running in
+        another thread gets its timeout to finish first.
+        """
+        locked = self._lock.acquire(timeout=self._timeout + _ERROR_GRACE_S + 5)
+        try:
+            self._close_now()
+        finally:
+            if locked:
+                self._lock.release()
+
+    def _close_now(self) -> None:
         if self._finalizer is not None:
             self._finalizer()  # runs the graceful stop once
+            self._finalizer = None
         self._group = None
         self._fault = None
 
@@ -270,6 +333,11 @@ class Cluster:
         """Like :meth:`run` with an explicit per-call ``timeout`` (seconds)."""
         if not callable(fn):
             raise TypeError(f"Cluster.run needs a function to run on every rank, got {type(fn).__name__}")
+        if not isinstance(args, (tuple, list)):
+            raise TypeError(f"args must be a tuple of positional arguments, not {type(args).__name__}")
+        if kwargs is not None and not isinstance(kwargs, dict):
+            raise TypeError(f"kwargs must be a dict of keyword arguments, not {type(kwargs).__name__}")
+        timeout = self._call_timeout(timeout)
         try:
             payload = cloudpickle.dumps((fn, tuple(args), dict(kwargs or {})))
         except Exception as exc:
@@ -283,85 +351,141 @@ class Cluster:
 
         Returns, per rank, the repr of the code's last expression or None.
         """
-        return self._request("exec", code.encode(), timeout)
+        if not isinstance(code, str):
+            raise TypeError(f"Cluster.exec needs the code as a string, not {type(code).__name__}")
+        return self._request("exec", code.encode(), self._call_timeout(timeout))
 
     def pull(self, name: str, timeout: float | None = None) -> list:
         """The value of ``name`` in each rank's ``%%ranks`` namespace, in rank order."""
-        return self._request("pull", name.encode(), timeout)
+        if not isinstance(name, str) or not name.isidentifier():
+            raise TypeError(f"Cluster.pull needs a variable name such as 'result', not {name!r}")
+        return self._request("pull", name.encode(), self._call_timeout(timeout))
 
     def push(self, timeout: float | None = None, **values) -> None:
         """Define names in every rank's ``%%ranks`` namespace, e.g. ``cl.push(n=1024)``."""
+        timeout = self._call_timeout(timeout)
+        for name, value in values.items():
+            try:
+                cloudpickle.dumps(value)
+            except Exception as exc:
+                raise TypeError(f"cannot send {name}={type(value).__name__} to the ranks "
+                                f"({type(exc).__name__}: {exc}); push plain data") from None
         self._request("push", cloudpickle.dumps(values), timeout)
 
-    def _request(self, kind: str, payload: bytes, timeout: float | None,
-                 origins: dict[str, str] | None = None) -> list:
-        self._ensure_running()
-        self._origins = origins or {}
-        timeout = self.timeout if timeout is None else float(timeout)
-        for rank, conn in enumerate(self._group.conns):
-            try:
-                conn.send((kind, payload))
-            except (OSError, ValueError):
-                pass  # that rank is gone; _collect sees its sentinel
-        return self._collect(kind, timeout)
+    def _call_timeout(self, timeout) -> float:
+        return self._timeout if timeout is None else check_timeout(timeout)
 
-    def _collect(self, kind: str, timeout: float) -> list:
-        """Wait for a reply from every rank, watching their processes as well as their pipes."""
+    def _request(self, kind: str, payload: bytes, timeout: float, origins: dict[str, str] | None = None) -> list:
+        if not self._lock.acquire(blocking=False):
+            raise ClusterError("another call is already running on this cluster (from another thread); "
+                               "wait for it to return, or give each thread its own lc.Cluster")
+        try:
+            self._ensure_running()
+            self._origins = origins or {}
+            self._request_id += 1
+            for conn in self._group.conns:
+                try:
+                    conn.send((self._request_id, kind, payload))
+                except (OSError, ValueError):
+                    pass  # that rank is gone; _collect sees its sentinel
+            return self._collect(self._request_id, timeout)
+        finally:
+            self._lock.release()
+
+    def _collect(self, request_id: int, timeout: float) -> list:
+        """Wait for every rank's reply to ``request_id``, watching processes and output as well.
+
+        Anything but a full, clean set of replies leaves with the group discarded,
+        so no later call can read a reply meant for this one.
+        """
         group = self._group
         n = len(group.procs)
-        results: list = [None] * n
+        replies: dict[int, tuple] = {}
         errors: dict = {}
-        pending = set(range(n))
         by_conn = {conn: r for r, conn in enumerate(group.conns)}
         by_sentinel = {p.sentinel: r for r, p in enumerate(group.procs)}
+        by_output = {fd: r for r, out in enumerate(group.outputs) for fd in out.fds.values()}
         deadline = time.monotonic() + timeout
+        clean = False
+        self._emitted = False
         try:
-            while pending:
+            while len(replies) < n:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     if errors:
                         break
-                    self._hang(timeout, sorted(set(range(n)) - pending), sorted(pending))
-                ready = wait([group.conns[r] for r in pending] + [group.procs[r].sentinel for r in pending],
-                             timeout=remaining)
-                for obj in ready:
-                    if obj in by_sentinel and by_sentinel[obj] in pending:
+                    self._hang(timeout, sorted(replies), sorted(set(range(n)) - set(replies)))
+                pending = [r for r in range(n) if r not in replies]
+                watched = ([group.conns[r] for r in pending] + [group.procs[r].sentinel for r in pending]
+                           + [fd for fd, r in by_output.items() if fd in group.outputs[r].fds.values()])
+                ready = wait(watched, timeout=remaining)
+                for obj in sorted(ready, key=lambda o: o in by_sentinel):  # replies before deaths
+                    if obj in by_output:
+                        group.outputs[by_output[obj]].drain(obj)
+                    elif obj in by_conn:
+                        self._receive(group, by_conn[obj], request_id, replies, errors)
+                        if errors:
+                            deadline = min(deadline, time.monotonic() + _ERROR_GRACE_S)
+                    elif by_sentinel[obj] not in replies and not group.conns[by_sentinel[obj]].poll():
                         self._died(by_sentinel[obj])
-                    rank = by_conn.get(obj)
-                    if rank is None or rank not in pending:
-                        continue
-                    try:
-                        status, body = obj.recv()
-                    except (EOFError, OSError):
-                        group.procs[rank].join(1.0)
-                        self._died(rank)
-                    pending.discard(rank)
-                    if status == "ok":
-                        results[rank] = self._unpack(rank, body)
-                    else:
-                        name, message, tb = body
-                        errors[rank] = (name, message, source.restore_frames(tb, self._origins))
-                        deadline = min(deadline, time.monotonic() + _ERROR_GRACE_S)
+            clean = not errors or len(replies) == n
         except KeyboardInterrupt:
             self._fault = "the previous call was interrupted"
-            self._emit()
-            self._discard()
             raise
-        self._emit()
+        except ClusterError:
+            raise
+        except BaseException as exc:
+            self._fault = f"the previous call failed in the notebook ({type(exc).__name__})"
+            raise
+        finally:
+            if self._group is group:
+                if not self._emitted:
+                    self._emit()
+                if not clean:
+                    self._fault = self._fault or (f"rank {min(errors)} raised while other ranks waited"
+                                                  if errors else "the previous call did not finish")
+                    self._discard()
+        lost = [r for r, (_, _, intact) in sorted(replies.items()) if not intact]
+        if lost:
+            self._fault = (f"rank {lost[0]} no longer had the cluster's process group (did the code "
+                           "call destroy_process_group() or init_process_group()?)")
+            self._discard()
         if errors:
-            stuck = bool(pending)
-            if stuck:
-                self._fault = f"rank {min(errors)} raised while other ranks waited"
-                self._discard()
-            raise RankError(errors, restarted=stuck)
-        return results
+            raise RankError(errors, restarted=self._group is None)
+        return self._unpack_all(replies)
 
-    def _unpack(self, rank: int, body: bytes):
+    def _receive(self, group: _Group, rank: int, request_id: int, replies: dict, errors: dict) -> None:
         try:
-            return cloudpickle.loads(body)
-        except Exception as exc:
+            message = group.conns[rank].recv()
+        except (EOFError, OSError):
+            group.procs[rank].join(1.0)
+            self._died(rank)
+        if not (isinstance(message, tuple) and len(message) == 5 and message[0] == request_id
+                and message[1] == group.procs[rank].pid):
+            return  # not this rank's answer to this request (a stale reply, or a forked child): drop it
+        _, _, status, body, intact = message
+        replies[rank] = (status, body, intact)
+        if status != "ok":
+            name, text, tb = body
+            errors[rank] = (name, text, source.restore_frames(tb, self._origins))
+
+    def _unpack_all(self, replies: dict) -> list:
+        results, failed = [], None
+        for rank in range(len(replies)):
+            try:
+                results.append(cloudpickle.loads(replies[rank][1]))
+            except Exception as exc:
+                failed = failed or (rank, exc)
+                results.append(None)
+        if failed:
+            rank, exc = failed
+            self._fault = f"rank {rank} returned a value the notebook could not load"
+            self._discard()
             raise ClusterError(f"rank {rank} returned a value the notebook cannot load "
-                               f"({type(exc).__name__}: {exc}); return plain data or CPU tensors.") from None
+                               f"({type(exc).__name__}: {exc}); return plain data or CPU tensors, not "
+                               "objects of classes or modules that exist only on the ranks. "
+                               "The next call starts a fresh group.") from None
+        return results
 
     def _died(self, rank: int):
         proc = self._group.procs[rank]
@@ -369,21 +493,19 @@ class Cluster:
         code = proc.exitcode
         out = self._emit()
         self._fault = f"rank {rank} died"
-        self._discard()
         raise RankDied(rank, code, out[rank][0] + out[rank][1] if out else "")
 
     def _hang(self, timeout: float, finished: list[int], stuck: list[int]):
         dumps = self._group.stack_dumps(stuck)
-        self._emit()
         report = HangReport(timeout, finished,
                             {r: hang.summarize(source.restore_frames(dumps[r], self._origins)) for r in stuck})
         self._fault = "the previous call timed out"
-        self._discard()
         raise CollectiveTimeout(report)
 
     def _emit(self) -> list[tuple[str, str]]:
         """Read what every rank printed during the call; show it prefixed by rank, in rank order."""
         self.last_output = self._group.read_output()
+        self._emitted = True
         if self.show_output:
             for rank, (out, err) in enumerate(self.last_output):
                 for text, stream in ((out, sys.stdout), (err, sys.stderr)):

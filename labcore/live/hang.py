@@ -32,10 +32,12 @@ def summarize(dump: str) -> StackSummary:
     """Pick the thread that runs the worker loop and find its innermost torch.distributed frame.
 
     faulthandler prints each thread most recent call first; the worker's own
-    thread is the one whose stack passes through labcore's worker module.
+    thread is the one serving requests in labcore's worker module (its lifeline
+    watcher lives there too, but never in ``serve``).
     """
     threads = [block for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump) if block.strip()]
-    main = next((t for t in threads if "labcore/live/worker.py" in t), threads[0] if threads else "")
+    main = next((t for t in threads if re.search(r"labcore/live/worker\.py\", line \d+ in serve", t)),
+                threads[0] if threads else "")
     frames = [m.groupdict() for m in map(_FRAME.match, main.splitlines()) if m]
     collective = next((f["func"] for f in frames
                        if "torch/distributed" in f["file"] and f["func"] not in _WRAPPERS), None)

@@ -5,6 +5,9 @@ engines do), with ``torch``, ``dist``, ``rank``, ``world_size`` and ``device``
 predefined. ``--out NAME`` copies NAME from every rank back into the notebook as
 a list in rank order.
 
+``--on cl`` runs the cell on an existing cluster held in the notebook variable
+``cl`` instead (one made with other options, or on ipyparallel engines).
+
     %load_ext labcore
 
     %%ranks 4
@@ -18,7 +21,7 @@ import argparse
 import shlex
 import sys
 
-from labcore.live.cluster import Cluster
+from labcore.live.cluster import Cluster, check_timeout
 
 _clusters: dict[tuple[int, str], Cluster] = {}
 
@@ -39,30 +42,45 @@ def close_all() -> None:
         _clusters.popitem()[1].close()
 
 
+class _UsageError(ValueError):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one message, raised; argparse would print and exit
+        raise _UsageError(f"%%ranks: {message}.\n{self.format_usage()}example: %%ranks 4 --out result")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="%%ranks", add_help=False,
-                                description="Run this cell on every rank.")
-    p.add_argument("world_size", type=int, help="number of ranks")
+    p = _Parser(prog="%%ranks", add_help=False, description="Run this cell on every rank.")
+    p.add_argument("world_size", type=int, nargs="?", help="number of ranks")
+    p.add_argument("--on", metavar="CLUSTER",
+                   help="run on this notebook variable's cluster (e.g. one on ipyparallel engines)")
     p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds before a hang report")
+    p.add_argument("--timeout", type=_seconds, default=60.0, help="seconds before a hang report")
     p.add_argument("--out", action="append", default=[], metavar="NAME",
                    help="copy NAME from every rank into the notebook (a list in rank order)")
     return p
 
 
-class _UsageError(ValueError):
-    pass
+def _seconds(text: str) -> float:
+    try:
+        return check_timeout(float(text), "--timeout")
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a finite, positive number of seconds (e.g. --timeout 30), not {text!r}") from None
 
 
 def parse_line(line: str) -> argparse.Namespace:
     """Parse the ``%%ranks`` line; a mistake raises an error that shows the usage."""
-    parser = _parser()
     try:
-        args = parser.parse_args(shlex.split(line))
-    except SystemExit:
-        raise _UsageError(f"could not read '%%ranks {line}'.\n{parser.format_usage()}"
-                          "example: %%ranks 4 --out result") from None
-    if args.world_size < 1:
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise _UsageError(f"could not read '%%ranks {line}': {exc}") from None
+    args = _parser().parse_args(words)
+    if args.world_size is None and args.on is None:
+        raise _UsageError("%%ranks needs the number of ranks (e.g. %%ranks 4) or a cluster (%%ranks --on cl)")
+    if args.world_size is not None and args.world_size < 1:
         raise _UsageError(f"%%ranks needs at least 1 rank, got {args.world_size}")
     return args
 
@@ -70,7 +88,17 @@ def parse_line(line: str) -> argparse.Namespace:
 def ranks(line: str, cell: str, user_ns: dict | None = None) -> None:
     """The body of the ``%%ranks`` cell magic."""
     args = parse_line(line)
-    cluster = get_cluster(args.world_size, args.backend, args.timeout)
+    if args.on is not None:
+        cluster = (user_ns or {}).get(args.on)
+        if not callable(getattr(cluster, "exec", None)):
+            raise _UsageError(f"%%ranks --on {args.on}: no cluster named {args.on!r} in the notebook "
+                              "(create it first, e.g. cl = lc.Cluster(4))")
+        if args.world_size not in (None, cluster.world_size):
+            raise _UsageError(f"%%ranks {args.world_size} --on {args.on}: that cluster has "
+                              f"{cluster.world_size} ranks")
+        cluster.timeout = args.timeout
+    else:
+        cluster = get_cluster(args.world_size, args.backend, args.timeout)
     values = cluster.exec(cell)
     for rank, value in enumerate(values):
         if value is not None:

@@ -57,14 +57,50 @@ def choose_backend(world_size: int, backend: str = "auto") -> str:
 def explain_backend(world_size: int) -> str:
     """One sentence saying which backend ``Cluster(world_size)`` picks here, and why."""
     backend = choose_backend(world_size)
+    ranks = f"{world_size} rank{'' if world_size == 1 else 's'}"
     if backend == "nccl":
-        return (f"{world_size} ranks -> nccl: torch sees {gpu_count()} GPUs, one per rank, "
+        return (f"{ranks} -> nccl: torch sees {gpu_count()} GPUs, one per rank, "
                 "so collectives run on the GPUs over NVLink/PCIe.")
     import torch.distributed as dist
 
     why = ("this torch build has no NCCL" if not dist.is_nccl_available()
            else f"torch sees {gpu_count()} GPU(s), fewer than one per rank")
-    return f"{world_size} ranks -> gloo on the CPU: {why}. Same API, same algorithms, slower links."
+    return (f"{ranks} -> gloo on the CPU: {why}. Same API and semantics; gloo's own CPU algorithms "
+            "over TCP, none of NCCL's kernels or protocols.")
+
+
+# A rank is a process with torch loaded: past these the machine thrashes instead of teaching.
+RANKS_PER_CORE = 8
+RANK_MEMORY_BYTES = {"gloo": 150e6, "nccl": 1.5e9}  # gloo: measured PSS plus headroom; nccl adds a CUDA context
+
+
+def rank_limit(backend: str = "gloo") -> tuple[int, str]:
+    """How many ranks this machine can hold, and a sentence saying why."""
+    import psutil
+
+    cores = os.cpu_count() or 1
+    free = psutil.virtual_memory().available
+    per_rank = RANK_MEMORY_BYTES.get(backend, RANK_MEMORY_BYTES["gloo"])
+    by_cores, by_memory = RANKS_PER_CORE * cores, int(free // per_rank)
+    why = (f"{cores} CPU core(s) allow {by_cores} ranks ({RANKS_PER_CORE} per core) and "
+           f"{free / 1e9:.1f} GB of free memory allows {by_memory} (about {per_rank / 1e6:.0f} MB per "
+           f"{backend} rank)")
+    return max(1, min(by_cores, by_memory)), why
+
+
+def check_world_size(world_size: int, backend: str = "gloo", oversubscribe: bool = False,
+                     override: str = "oversubscribe=True") -> None:
+    """Refuse, before any process starts, more ranks than this machine can hold.
+
+    ``override`` names the way to start them anyway in the caller's terms
+    (a keyword argument, a CLI flag).
+    """
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be a positive int (the number of ranks), not {world_size!r}")
+    limit, why = rank_limit(backend)
+    if world_size > limit and not oversubscribe:
+        raise ValueError(f"{world_size} ranks is more than this machine can hold: {why}. "
+                         f"Use at most {limit} ranks, or pass {override} to start them anyway.")
 
 
 def gpu_names() -> list[str]:

@@ -8,45 +8,67 @@ stop or until the pipe closes (the notebook went away).
 from __future__ import annotations
 
 import ast
-import ctypes
 import faulthandler
 import itertools
 import linecache
 import os
 import signal
 import sys
+import tempfile
+import threading
+import time
 import traceback
 from datetime import timedelta
 
 import cloudpickle
+import psutil
 import torch
 import torch.distributed as dist
 
+from labcore.live import scratch
 from labcore.live.context import RankInfo, _set_current
 
-_PR_SET_PDEATHSIG = 1
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL us when our parent (the kernel, or its forkserver) exits.
+def _watch_lifeline(lifeline, notebook_pid: int, run_dir: str) -> None:
+    """End this rank and everything it started as soon as the notebook is gone.
 
-    The forkserver itself exits when the kernel does, so a dead notebook takes
-    every rank with it even while a rank is blocked inside a collective.
+    The rank's parent is the forkserver, not the notebook, so PR_SET_PDEATHSIG
+    would follow the wrong process: Jupyter's SIGTERM to the kernel's process group
+    ends the forkserver first, and a SIGKILLed kernel leaves it running. A rank busy
+    in a cell never reads its control pipe either. The lifeline is a pipe whose
+    write end only the notebook holds: EOF means the notebook died or dropped this
+    group. The rank leads its own process group, so one killpg takes whatever it
+    forked too.
     """
-    parent_pid = os.getppid()
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:
-        os._exit(1)
+    def watch():
+        try:
+            lifeline.recv_bytes()
+        except (EOFError, OSError):
+            pass
+        # A dying notebook closes its pipes a moment before it is gone; one that dropped
+        # this group on purpose kills the rank itself long before this wait ends.
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            if _gone(notebook_pid):
+                scratch.remove(run_dir, with_pymp=True)  # nobody else is left to tidy up
+                break
+            time.sleep(0.02)
+        os.killpg(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="labcore-lifeline", daemon=True).start()
 
 
-def _redirect_output(stdout_path: str, stderr_path: str) -> None:
-    """Send fds 1 and 2 to per-rank files the parent reads, so C-level output (NCCL logs) is kept too."""
-    for fd, path in ((1, stdout_path), (2, stderr_path)):
-        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        os.dup2(target, fd)
-        os.close(target)
+def _redirect_output(stdout, stderr) -> None:
+    """Point fds 1 and 2 at the notebook's pipes, so C-level output (NCCL logs) is kept too."""
+    for fd, conn in ((1, stdout), (2, stderr)):
+        os.dup2(conn.fileno(), fd)
+        conn.close()
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
 
@@ -88,10 +110,21 @@ def _describe(exc: BaseException, skip_own_frames: bool = False) -> tuple[str, s
     return type(exc).__name__, str(exc), "".join(traceback.format_exception(type(exc), exc, tb))
 
 
+def _pickle_reply(value) -> bytes:
+    try:
+        return cloudpickle.dumps(_to_cpu(value))
+    except Exception as exc:
+        raise TypeError(f"the return value ({type(value).__name__}) cannot be sent back to the notebook "
+                        f"({type(exc).__name__}: {exc}); return plain data: numbers, strings, lists, "
+                        "dicts, numpy arrays or CPU tensors") from None
+
+
 class _Worker:
     def __init__(self, conn, info: RankInfo):
         self.conn = conn
         self.info = info
+        self.pid = os.getpid()
+        self.world = dist.group.WORLD  # the group this cluster made; user code may destroy it
         self.namespace = {
             "__name__": "__ranks__", "torch": torch, "dist": dist, "rank": info.rank,
             "world_size": info.world_size, "device": info.device,
@@ -114,36 +147,47 @@ class _Worker:
             return None
         raise ValueError(f"unknown request {kind!r}")
 
+    def group_intact(self) -> bool:
+        return dist.is_initialized() and dist.group.WORLD is self.world
+
     def serve(self) -> None:
         while True:
             try:
-                kind, payload = self.conn.recv()
+                req_id, kind, payload = self.conn.recv()
             except (EOFError, OSError):
                 return  # the notebook closed the pipe or died: nothing left to serve
             if kind == "close":
                 return
             try:
-                reply = ("ok", cloudpickle.dumps(_to_cpu(self.handle(kind, payload))))
+                reply = ("ok", _pickle_reply(self.handle(kind, payload)))
             except BaseException as exc:  # report everything, even SystemExit from user code
                 reply = ("error", _describe(exc, skip_own_frames=True))
             finally:
+                if os.getpid() != self.pid:
+                    os._exit(0)  # a process the user's code forked: it must not answer for the rank
                 sys.stdout.flush()
                 sys.stderr.flush()
-            self.conn.send(reply)
+            self.conn.send((req_id, self.pid, *reply, self.group_intact()))
 
 
-def main(conn, rank: int, world_size: int, backend: str, store_path: str, run_dir: str,
-         timeout_s: float, env: dict) -> None:
+def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: str, run_dir: str,
+         notebook_pid: int, timeout_s: float, env: dict) -> None:
     """Entry point of a worker process (the target given to multiprocessing)."""
-    _die_with_parent()
+    os.setpgid(0, 0)  # a group of its own: stopping the rank stops what it forked
+    _watch_lifeline(lifeline, notebook_pid, run_dir)
+    os.register_at_fork(after_in_child=conn.close)  # forked children cannot use the control pipe
     # Jupyter interrupts the kernel's whole process group; the parent decides what a rank does.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _redirect_output(os.path.join(run_dir, f"rank{rank}.out"), os.path.join(run_dir, f"rank{rank}.err"))
+    _redirect_output(stdout, stderr)
     stack_file = open(os.path.join(run_dir, f"rank{rank}.stack"), "w")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
 
-    os.environ.update({"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"})
+    tmp = os.path.join(run_dir, f"rank{rank}.tmp")  # the rank's temp files go when the group goes
+    os.makedirs(tmp, exist_ok=True)
+    os.environ.update({"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "TMPDIR": tmp})
     os.environ.update(env)
+    dist.set_debug_level_from_env()  # torch read TORCH_DISTRIBUTED_DEBUG when the forkserver imported it
+    tempfile.tempdir = None
     torch.set_num_threads(1)
     try:
         if backend == "nccl":
@@ -151,7 +195,7 @@ def main(conn, rank: int, world_size: int, backend: str, store_path: str, run_di
             torch.cuda.set_device(local)
         else:
             local = torch.device("cpu")
-        store = dist.FileStore(store_path, world_size)
+        store = dist.FileStore(os.path.join(run_dir, "store"), world_size)
         # The group's own timeout sits past the cluster's deadline so the parent's hang report wins.
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                                 timeout=timedelta(seconds=timeout_s + 30),
@@ -159,9 +203,9 @@ def main(conn, rank: int, world_size: int, backend: str, store_path: str, run_di
         info = RankInfo(rank, world_size, rank, backend, local)
         _set_current(info)
     except BaseException as exc:
-        conn.send(("error", _describe(exc)))
+        conn.send((0, os.getpid(), "error", _describe(exc), False))
         return
-    conn.send(("ok", cloudpickle.dumps(None)))
+    conn.send((0, os.getpid(), "ok", cloudpickle.dumps(None), True))
     try:
         _Worker(conn, info).serve()
     finally:

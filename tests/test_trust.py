@@ -1,0 +1,350 @@
+"""A live cluster never returns a stale result and never runs away.
+
+Each test attacks one way a call could hand back another call's replies, or
+keep a process, a byte of output or a folder it should not.
+"""
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+
+import psutil
+import pytest
+
+import labcore as lc
+from labcore.live import ClusterError, CollectiveTimeout, RankError, magic, scratch
+
+
+def _whoami():
+    return lc.rank_info().rank
+
+
+def _gone(pid, within=5.0):
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture(params=[2, 4], ids=lambda n: f"{n}ranks")
+def cluster(request):
+    with lc.Cluster(request.param, backend="gloo", timeout=10.0) as cl:
+        yield cl
+
+
+def _rank_only_object():
+    """An instance of a class from a module that exists only on the rank."""
+    import importlib
+    import sys
+    import tempfile
+    folder = tempfile.mkdtemp()  # the rank's temp dir lies inside the group's scratch folder
+    with open(os.path.join(folder, "rank_only_mod.py"), "w") as f:
+        f.write("class Thing:\n    pass\n")
+    sys.path.insert(0, folder)
+    return importlib.import_module("rank_only_mod").Thing()
+
+
+# -- 1. no stale or mixed replies -----------------------------------------------------------
+
+def test_value_the_notebook_cannot_load_replaces_the_group(cluster):
+    old = cluster.pids
+    with pytest.raises(ClusterError, match="rank 0 returned a value the notebook cannot load") as err:
+        cluster.run(_rank_only_object)
+    assert "rank_only_mod" in str(err.value) and "fresh group" in str(err.value)
+    assert all(_gone(p) for p in old)
+    assert cluster.run(_whoami) == list(range(cluster.world_size))  # this call's answers, not the last's
+    assert cluster.restarts == 1
+
+
+def test_out_of_a_rank_only_value_in_ranks_magic():
+    cell = textwrap.dedent("""
+        import importlib, os, sys, tempfile
+        folder = tempfile.mkdtemp()
+        open(os.path.join(folder, "rank_only_mod.py"), "w").write("class Thing:\\n    pass\\n")
+        sys.path.insert(0, folder)
+        x = importlib.import_module("rank_only_mod").Thing()
+    """)
+    try:
+        with pytest.raises(ClusterError, match="cannot load"):
+            magic.ranks("2 --backend gloo --out x", cell, {})
+        ns = {}
+        magic.ranks("2 --backend gloo --out r", "r = rank * 10", ns)
+        assert ns["r"] == [0, 10]
+    finally:
+        magic.close_all()
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), "5", True])
+def test_bad_timeouts_are_refused_before_anything_is_sent(cluster, bad):
+    pids = cluster.pids
+    for attempt in (lambda: cluster.call(_whoami, timeout=bad), lambda: cluster.exec("1", timeout=bad),
+                    lambda: cluster.pull("x", timeout=bad), lambda: cluster.push(timeout=bad, x=1)):
+        with pytest.raises(ValueError, match="finite, positive number of seconds"):
+            attempt()
+    with pytest.raises(ValueError, match="finite, positive"):
+        cluster.timeout = bad
+    with pytest.raises(ValueError, match="finite, positive"):
+        lc.Cluster(2, backend="gloo", timeout=bad)
+    assert cluster.run(_whoami) == list(range(cluster.world_size))
+    assert cluster.pids == pids and cluster.restarts == 0
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "nan", "inf", "soon"])
+def test_ranks_magic_refuses_bad_timeouts(bad):
+    with pytest.raises(ValueError, match="--timeout.*finite, positive number of seconds"):
+        magic.parse_line(f"2 --timeout {bad}")
+
+
+def test_two_threads_never_see_each_others_results():
+    def slow(tag):
+        import time
+        time.sleep(1.0)
+        return tag, lc.rank_info().rank
+
+    with lc.Cluster(2, backend="gloo") as cl:
+        got = {}
+        first = threading.Thread(target=lambda: got.setdefault("a", cl.run(slow, "a")))
+        first.start()
+        time.sleep(0.3)
+        with pytest.raises(ClusterError, match="another call is already running"):
+            cl.run(slow, "b")
+        first.join(30)
+        assert got["a"] == [("a", 0), ("a", 1)]
+        assert cl.run(slow, "c") == [("c", 0), ("c", 1)]
+
+
+def test_a_process_a_rank_forks_cannot_answer_for_it(cluster):
+    def fork_and_return():
+        import os
+        return "child" if os.fork() == 0 else "rank"
+
+    assert cluster.run(fork_and_return) == ["rank"] * cluster.world_size
+    assert cluster.run(_whoami) == list(range(cluster.world_size))
+    ranks = [psutil.Process(p) for p in cluster.pids]
+    assert all(_gone(kid.pid) for r in ranks for kid in r.children())  # the children exited at once
+
+
+def test_unpicklable_return_value_is_named_as_such(cluster):
+    with pytest.raises(RankError, match=r"the return value \(generator\) cannot be sent back"):
+        cluster.run(lambda: (i for i in range(3)))
+    assert cluster.run(_whoami) == list(range(cluster.world_size))
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda cl: cl.exec(42), "needs the code as a string"),
+    (lambda cl: cl.pull(3), "needs a variable name"),
+    (lambda cl: cl.pull("not a name"), "needs a variable name"),
+    (lambda cl: cl.push(lock=threading.Lock()), "cannot send lock=lock"),
+    (lambda cl: cl.call(_whoami, args=5), "args must be a tuple"),
+    (lambda cl: cl.call(_whoami, kwargs=[1]), "kwargs must be a dict"),
+])
+def test_wrong_argument_types_are_clear(call, match):
+    with lc.Cluster(2, backend="gloo") as cl:
+        with pytest.raises(TypeError, match=match):
+            call(cl)
+        assert cl.run(_whoami) == [0, 1] and cl.restarts == 0
+
+
+# -- 3. what a rank forks goes with it -------------------------------------------------------
+
+def _start_sleeper():
+    import subprocess
+    return subprocess.Popen(["sleep", "300"]).pid
+
+
+def test_processes_a_rank_forks_die_on_close():
+    cl = lc.Cluster(2, backend="gloo")
+    sleepers = cl.run(_start_sleeper)
+    cl.close()
+    assert all(_gone(p) for p in sleepers)
+
+
+def test_processes_a_rank_forks_die_on_restart(cluster):
+    def start_then_fail():
+        import torch
+        import torch.distributed as dist
+        print("sleeper", _start_sleeper(), flush=True)
+        if lc.rank_info().rank == 0:
+            raise RuntimeError("on purpose")
+        dist.all_reduce(torch.ones(1))  # the others wait here: the group must be replaced
+
+    with pytest.raises(RankError) as err:
+        cluster.run(start_then_fail)
+    assert err.value.restarted
+    sleepers = [int(line.split()[1]) for out, _ in cluster.last_output for line in out.splitlines()
+                if line.startswith("sleeper")]
+    assert len(sleepers) == cluster.world_size
+    assert all(_gone(p) for p in sleepers)
+    assert cluster.run(_whoami) == list(range(cluster.world_size))
+
+
+# -- 4. no runaway ---------------------------------------------------------------------------
+
+def test_a_rank_that_prints_without_end_is_capped_and_times_out_on_time():
+    def chatter():
+        line = "x" * 999 + "\n"
+        while True:
+            print(line, end="")
+
+    limit = 1 << 20
+    me = psutil.Process()
+    rss = me.memory_info().rss
+    with lc.Cluster(2, backend="gloo", timeout=3.0, show_output=False, output_limit=limit) as cl:
+        run_dir = cl._group.run_dir
+        start = time.monotonic()
+        with pytest.raises(CollectiveTimeout):
+            cl.run(chatter)
+        took = time.monotonic() - start
+        for out, err in cl.last_output:
+            assert "bytes of output dropped here" in out
+            assert len(out) < limit + 500
+        assert not os.path.exists(run_dir)  # the group was replaced and its folder removed
+        assert cl.run(_whoami) == [0, 1]
+    assert took < 3.0 + 20.0, took  # the deadline fired, not a later safety net
+    assert me.memory_info().rss - rss < 200e6
+
+
+def test_output_below_the_limit_is_kept_whole():
+    def talk():
+        print("a" * 5000)
+        return 1
+
+    with lc.Cluster(2, backend="gloo", show_output=False, output_limit=1 << 20) as cl:
+        cl.run(talk)
+        assert cl.last_output[1][0] == "a" * 5000 + "\n"
+
+
+def test_a_world_size_the_machine_cannot_hold_is_refused_before_any_process_starts():
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(ValueError, match=r"10000 ranks is more than this machine can hold.*oversubscribe=True"):
+        lc.Cluster(10000, backend="gloo")
+    with pytest.raises(ValueError, match="more than this machine can hold"):
+        magic.ranks("10000 --backend gloo", "pass")
+    after = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert after - before == set()
+
+
+# -- 5. a broken group heals ------------------------------------------------------------------
+
+def test_destroyed_process_group_is_replaced_on_the_next_call(cluster, capsys):
+    def destroy():
+        import torch.distributed as dist
+        dist.destroy_process_group()
+        return "done"
+
+    assert cluster.run(destroy) == ["done"] * cluster.world_size
+    assert cluster.run(_whoami) == list(range(cluster.world_size))
+    assert "no longer had the cluster's process group" in capsys.readouterr().out
+    assert cluster.run(_total) == [float(cluster.world_size)] * cluster.world_size
+
+
+def _total():
+    import torch
+    import torch.distributed as dist
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    return t.item()
+
+
+def test_error_after_destroying_the_group_does_not_say_still_usable(cluster):
+    def destroy_then_fail():
+        import torch.distributed as dist
+        dist.destroy_process_group()
+        raise ValueError("after destroying")
+
+    with pytest.raises(RankError) as err:
+        cluster.run(destroy_then_fail)
+    assert err.value.restarted and "still usable" not in str(err.value)
+    assert cluster.run(_total) == [float(cluster.world_size)] * cluster.world_size
+
+
+# -- 6. nothing left on disk -------------------------------------------------------------------
+
+def test_a_new_cluster_sweeps_folders_of_dead_owners(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    pymp = tmp_path / "pymp-deadbeef"
+    pymp.mkdir()
+    orphan = tmp_path / f"labcore-{dead.pid}-abc"
+    orphan.mkdir()
+    (orphan / "pymp-dir").write_text(str(pymp))
+    live = scratch.make_run_dir()  # ours: must survive
+    with lc.Cluster(2, backend="gloo") as cl:
+        assert cl.run(_whoami) == [0, 1]
+        assert not orphan.exists() and not pymp.exists() and os.path.isdir(live)
+    scratch.remove(live)
+
+
+def test_interpreter_exit_leaves_no_folders(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import labcore as lc
+        if __name__ == "__main__":
+            cl = lc.Cluster(2, backend="gloo")
+            print(cl.run(lambda: 1))
+    """))
+    scratch_dir = tmp_path / "tmp"
+    scratch_dir.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch_dir))
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "[1, 1]" in done.stdout, done.stderr
+    assert sorted(os.listdir(scratch_dir)) == []
+
+
+# -- 10. what a newcomer hit --------------------------------------------------------------------
+
+def test_script_without_main_guard_gets_a_final_error_saying_what_to_do(tmp_path):
+    script = tmp_path / "noguard.py"
+    script.write_text("import labcore as lc\ncl = lc.Cluster(2, backend='gloo')\nprint(cl.run(lambda: 1))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "ClusterError" in last and 'if __name__ == "__main__":' in last, done.stderr
+
+
+def test_status_lines_go_to_stdout_not_stderr(cluster, capsys):
+    def fail_alone():
+        import torch
+        import torch.distributed as dist
+        if lc.rank_info().rank == 0:
+            raise RuntimeError("x")
+        dist.all_reduce(torch.ones(1))
+
+    with pytest.raises(RankError):
+        cluster.run(fail_alone)
+    capsys.readouterr()
+    cluster.run(_whoami)
+    out, err = capsys.readouterr()
+    assert "labcore: starting" in out and "labcore: starting" not in err
+
+
+def test_ranks_limit_is_stated_in_numbers():
+    limit, why = lc.live.sysinfo.rank_limit("gloo")
+    assert limit >= 1 and "CPU core" in why and "GB of free memory" in why
+    assert not math.isnan(limit)
+
+
+def test_the_sweep_leaves_folders_that_are_not_run_folders_alone(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    other = tmp_path / "labcore-fr-abc"  # some other tool's folder with a similar name
+    other.mkdir()
+    assert scratch.sweep() == [] and other.exists()
+
+
+def test_torch_distributed_debug_in_env_reaches_the_default_group():
+    def level():
+        import torch.distributed as dist
+        return str(dist.get_debug_level())
+
+    with lc.Cluster(2, backend="gloo", env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}) as cl:
+        assert cl.run(level) == ["DebugLevel.DETAIL"] * 2
