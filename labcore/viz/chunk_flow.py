@@ -6,6 +6,9 @@ of cells, one per chunk, shaded by how many of the contributions it needs the
 cell already holds (grey: none, blue: partial, green: complete); cells written
 in the step are outlined in the colour of the chunk that arrived. A caption
 names the step, its phase and its transfers, with the simulated time so far.
+When the schedule runs several channels (NCCL's parallel rings or trees, or
+the two trees of a double tree) arrows and outlines take the colour of their
+channel instead, with a legend naming them.
 
 The figure has one animation frame per schedule step. Frames are built as
 plain dicts and carry only what changes (arrows, cells, caption); the ranks,
@@ -53,26 +56,37 @@ def captions(trace) -> list[str]:
 
     Steps count from 0. A step with several transfers says how many run at once and
     lists up to eight of them briefly, sender→receiver and chunk ("0→1 chunk 3"),
-    with the operation said once when every transfer shares it.
+    with the operation said once when every transfer shares it. With several
+    channels each transfer names its channel, and the channels take turns in
+    the list (the first transfer of each, then the second, ...).
     """
-    s = trace.schedule
+    s = trace.per_chunk().schedule
+    multi = s.n_channels > 1
     out = []
     for k, sl in enumerate(s.step_slices()):
         phase = s.phases[k] if k < len(s.phases) and s.phases[k] else ""
         head = _step_name(k, s.n_steps) + (f", {phase}" if phase else "")
-        src, dst, chunk = s.src[sl], s.dst[sl], s.chunk[sl]
-        ops = ["reduce" if r else "copy" for r in s.reduce[sl].tolist()]
+        src, dst, chunk, red, ch = s.src[sl], s.dst[sl], s.chunk[sl], s.reduce[sl], s.channel[sl]
+        if multi:       # the channels in turn: the first transfer of each, then the second...
+            seen = np.zeros(ch.size, dtype=np.int64)
+            for c in np.unique(ch):
+                seen[ch == c] = np.arange(int((ch == c).sum()))
+            turn = np.lexsort((ch, seen))
+            src, dst, chunk, red, ch = src[turn], dst[turn], chunk[turn], red[turn], ch[turn]
+        ops = ["reduce" if r else "copy" for r in red.tolist()]
+        on = [f", channel {h}" if multi else "" for h in ch.tolist()[:1]]
         n = src.size
         if n == 0:
             body = "nothing moves"
         elif n == 1:
             body = (f"{_agent_name(int(src[0]), s.ranks)} sends chunk {int(chunk[0])} to "
-                    f"{_agent_name(int(dst[0]), s.ranks)} ({ops[0]})")
+                    f"{_agent_name(int(dst[0]), s.ranks)} ({ops[0]}{on[0]})")
         else:
             same = len(set(ops)) == 1
             parts = [f"{_agent_label(int(a), s.ranks)}→{_agent_label(int(b), s.ranks)} chunk {int(c)}"
-                     + ("" if same else f" ({op})")
-                     for a, b, c, op in zip(src.tolist(), dst.tolist(), chunk.tolist(), ops)][:_SHOWN_TRANSFERS]
+                     + ("" if same else f" ({op})") + (f" on channel {h}" if multi else "")
+                     for a, b, c, op, h in zip(src.tolist(), dst.tolist(), chunk.tolist(), ops, ch.tolist())
+                     ][:_SHOWN_TRANSFERS]
             more = f", and {n - _SHOWN_TRANSFERS} more" if n > _SHOWN_TRANSFERS else ""
             body = f"{n} transfers at once" + (f", each a {ops[0]}" if same else "") + ": " + ", ".join(parts) + more
         out.append(f"{head}: {body}")
@@ -187,8 +201,10 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
         Frame ``k`` shows step ``k`` (0-based, as in the schedule): its
         transfers as arrows (hover for bytes and times), every buffer after
         the step, the caption and the simulated time so far. The figure as
-        first shown is the state before step 0.
+        first shown is the state before step 0. Transfers of several chunks
+        are drawn chunk by chunk.
     """
+    trace = trace.per_chunk()
     s = trace.schedule
     A, C, P = s.agents, s.chunks, s.ranks
     p = place(s.layout, P, s.switches)
@@ -227,9 +243,12 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
     n_static = len(data)
 
     # -- changing traces: one arrow trace per chunk colour, the cells, the caption -----
-    groups = min(C, len(CHUNK_COLORS))
+    by_channel = s.n_channels > 1            # colour arrows by channel, else by chunk
+    colour_key = s.channel if by_channel else s.chunk
+    groups = min(s.n_channels if by_channel else C, len(CHUNK_COLORS))
     for g in range(groups):
-        data.append({"type": "scatter", "x": [], "y": [], "mode": "lines+markers", "showlegend": False,
+        data.append({"type": "scatter", "x": [], "y": [], "mode": "lines+markers", "showlegend": by_channel,
+                     "name": _channel_name(range(g, s.n_channels, groups)),
                      "line": {"color": CHUNK_COLORS[g], "width": 3}, "hoverinfo": "text",
                      "marker": {"symbol": "arrow", "angleref": "previous", "color": CHUNK_COLORS[g],
                                 "size": []}})
@@ -265,7 +284,7 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
     for k, sl in enumerate(s.step_slices()):
         src, dst, chunk = s.src[sl], s.dst[sl], s.chunk[sl]
         paths = _arrows(p, src, dst) if src.size else np.zeros((0, _ARROW_POINTS, 2))
-        group = chunk % groups
+        group = colour_key[sl] % groups
         arrow_traces = []
         per = _ARROW_POINTS + 1                 # the points of one arrow, then a NaN gap
         for g in range(groups):
@@ -280,6 +299,7 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
             hover = []
             for i in idx.tolist():
                 label = (f"{names[s.src[sl][i]]} → {names[s.dst[sl][i]]}: chunk {int(chunk[i])}, "
+                         + (f"channel {int(s.channel[sl][i])}, " if by_channel else "") +
                          f"{'reduce' if s.reduce[sl][i] else 'copy'}, {format_bytes(s.size[sl][i])}, "
                          f"{trace.start[sl][i] * 1e6:.3g}–{trace.end[sl][i] * 1e6:.3g} us")
                 hover += [""] * (_ARROW_POINTS - 1) + [label, ""]      # hover on the arrowhead
@@ -292,13 +312,19 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
         if text_cells:
             cell["text"] = _cell_text(counts[k + 1], need)
         outline = {"x": chunk.astype(float), "y": dst.astype(float),
-                   "marker": {"color": [CHUNK_COLORS[c % len(CHUNK_COLORS)] for c in chunk.tolist()]}}
+                   "marker": {"color": [CHUNK_COLORS[c % len(CHUNK_COLORS)] for c in colour_key[sl].tolist()]}}
         caption = {"text": [f"{_wrap(caps[k], wrap)}<br>simulated time {trace.step_end[k] * 1e6:.4g} us "
                             f"of {total_us:.4g} us"]}
         frames.append({"name": str(k), "traces": changing, "data": arrow_traces + [cell, outline, caption]})
 
     layout = _layout(s, title, width, height, (x0, x1, y0, y1), A, C, P, p, frame_ms)
     return go.Figure({"data": data, "layout": layout, "frames": frames}, _validate=False)
+
+
+def _channel_name(channels) -> str:
+    """Legend label of one arrow colour: 'channel 3', or 'channels 0, 10' when colours repeat."""
+    channels = list(channels)
+    return f"channel {channels[0]}" if len(channels) == 1 else "channels " + ", ".join(map(str, channels))
 
 
 def _wrap(text: str, width: int = 80) -> str:
@@ -345,6 +371,8 @@ def _layout(s, title, width, height, box, A, C, P, p: Placement, frame_ms: int) 
                    "tickvals": list(range(0, A, tick)),
                    "ticktext": [_agent_name(a, P) for a in range(0, A, tick)]},
         "shapes": shapes, "annotations": notes,
+        "legend": {"x": 0.0, "y": 1.0, "xanchor": "left", "yanchor": "top", "font": {"size": 10},
+                   "bgcolor": "rgba(255,255,255,0.7)", "title": {"text": "arrows"}},
         "updatemenus": [{"type": "buttons", "direction": "left", "x": 0.0, "y": -0.02, "xanchor": "left",
                          "yanchor": "top", "pad": {"t": 30}, "showactive": False, "buttons": [play, pause]}],
         # the slider starts a fixed distance right of the buttons, whatever the figure's width

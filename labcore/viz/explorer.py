@@ -164,6 +164,8 @@ class Explorer:
 
         s = trace.summary()
         rows = [("simulated time", f"{s['time_us']:.4g} us"), ("steps / transfers", f"{s['steps']} / {s['transfers']}"),
+                ("channels" + (" / protocol" if s["protocol"] else ""),
+                 f"{s['channels']}" + (f" / {s['protocol']}" if s["protocol"] else "")),
                 ("algbw", f"{s['algbw']:.4g} GB/s"), ("busbw", f"{s['busbw']:.4g} GB/s"),
                 ("lower bound (any algorithm)", f"{s['bound_us']:.4g} us")]
         notes = getattr(topo, "notes", {}) or {}
@@ -171,8 +173,9 @@ class Explorer:
             sched = trace.schedule
             try:
                 closed = cost.time(sched.collective, sched.algorithm, sched.ranks, sched.nbytes,
-                                   alpha=notes["alpha"], beta=1.0 / notes["bandwidth"], **sched.params)
-                rows.append(("alpha-beta closed form (no contention)", f"{closed * 1e6:.4g} us"))
+                                   alpha=notes["alpha"], beta=1.0 / notes["bandwidth"], ports=topo.ports,
+                                   **sched.params)
+                rows.append((f"alpha-beta closed form ({topo.ports}-port, no contention)", f"{closed * 1e6:.4g} us"))
             except (ValueError, TypeError):
                 pass                             # no closed form for this algorithm
         cells = "".join(f"<tr><td style='padding-right:1em'>{k}</td><td><b>{v}</b></td></tr>" for k, v in rows)
