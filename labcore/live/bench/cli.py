@@ -34,6 +34,7 @@ from labcore.live.bench.ops import NAMES, canonical
 from labcore.live.bench.sweep import COLUMNS, plan_sizes
 from labcore.live.bench.table import footer_lines, header_lines, row_line
 from labcore.live.bench.units import dtype_of, parse_size
+from labcore.live.sysinfo import network_summary
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -99,7 +100,7 @@ def _preamble(args, spec, sizes, nranks, backend, ranks_info) -> list[str]:
              "#", "# Using devices"]
     lines += [f"#  Rank {r['rank']:2d} Pid {r['pid']:6d} on {r['host']:>10} device {r['device']:>6} {r['name']}"
               for r in ranks_info]
-    return lines
+    return lines + network_summary()  # under torchrun every rank evaluates this (it gathers per node)
 
 
 def _run_sizes(run_one, sizes, spec, say) -> pd.DataFrame:
