@@ -13,7 +13,7 @@ every engine joins the process group through it, with gloo's and NCCL's
 sockets bound to the same interface (``GLOO_SOCKET_IFNAME``,
 ``NCCL_SOCKET_IFNAME``). A named interface exposes the store's port and the
 backend's ports to every host on that network, with no authentication: see
-docs/multinode.md.
+docs/slurm.md.
 
 Faults are reported the way ``Cluster`` reports them (``RankError`` naming the
 rank with its traceback, ``RankDied``, ``CollectiveTimeout`` with a hang report
