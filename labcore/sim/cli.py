@@ -56,17 +56,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _machine(name: str, ranks: int) -> tuner.Machine:
-    if name == "multinode":
-        return tuner.MACHINES["multinode"].with_ranks(ranks, nodes=max(1, ranks // 8))
-    if name == "pcie8":
-        return tuner.MACHINES["pcie8"].with_ranks(ranks)
-    return tuner.MACHINES["nvswitch8"].with_ranks(ranks)
+def _machine(name: str, topo) -> tuner.Machine:
+    """The tuner's machine for a simulator preset, with the topology's ranks and nodes."""
+    preset = name if name in ("multinode", "pcie8") else "nvswitch8"
+    return tuner.MACHINES[preset].with_ranks(topo.ranks, nodes=topo.nodes)
 
 
 def _choose(args, topo) -> tuple[str, str]:
     """(simulator algorithm, note) for --algo auto."""
-    machine = _machine(args.topology, args.ranks)
+    machine = _machine(args.topology, topo)
     choice = tuner.predict(args.op, args.size, machine)
     algo = tuner.SIM_ALGORITHM[choice.algorithm]
     if args.op != "all_reduce":
