@@ -220,11 +220,12 @@ def scale_sweep(name: str = "dgx_h100_ib", nodes=(2, 8, 64), sizes=(1 << 30,), a
 
     rows = []
     for k in nodes:
+        built = {}   # one topology per SHARP setting: its routes are found once for every algorithm
         for algo in algorithms:
             sharp = algo == "in_network"
             if sharp and name not in SHARP_CAPABLE:
                 continue
-            topo = preset(name, k, sharp=sharp)
+            topo = built.get(sharp) or built.setdefault(sharp, preset(name, k, sharp=sharp))
             for size in sizes:
                 t = simulate("all_reduce", algo, topo.ranks, size, topology=topo, values=False)
                 rows.append({"preset": name, "algorithm": algo, "nodes": k, "gpus": topo.ranks, "size": size,
