@@ -199,6 +199,36 @@ def internode_bytes_per_gpu(algorithm: str, nbytes: float, nodes: int, gpus_per_
     raise ValueError(f"algorithm must be 'flat_ring', 'hierarchical' or 'in_network', not {algorithm!r}")
 
 
+# A real multi-node run: nccl-tests all_reduce_perf on 256 GPUs (16 per node, NCCL 2.8.4), out-of-place
+# time per size in us, as posted in NVIDIA/nccl-tests issue 78 (the 256-GPU all-reduce table).
+NCCL_TESTS_78 = {"ranks": 256, "gpus_per_node": 16, "source": "NVIDIA/nccl-tests issue 78",
+                 "time_us": {33554432: 1464.2, 67108864: 2659.1, 134217728: 4263.8, 268435456: 7946.8,
+                             536870912: 16129.0, 1073741824: 29896.0, 2147483648: 54309.0}}
+
+
+def published_run(run: dict = NCCL_TESTS_78):
+    """A posted multi-node nccl-tests run as a DataFrame in ``lc.bench.sweep``'s shape (op, size,
+    ranks, placement, time_us, algbw, busbw), ready for ``lc.sim.calibrate``.
+
+    Example
+    -------
+    >>> df = published_run()
+    >>> float(round(df.busbw.iloc[-1], 1))        # nccl-tests issue 78 printed 78.7 for 2 GiB
+    78.8
+    """
+    import pandas as pd
+
+    from labcore.sim.collectives import busbw_factor
+
+    sizes = sorted(run["time_us"])
+    df = pd.DataFrame({"op": "all_reduce", "size": sizes, "ranks": run["ranks"], "placement": "out-of-place",
+                       "time_us": [run["time_us"][s] for s in sizes]})
+    df["algbw"] = df["size"] / df["time_us"] / 1e3
+    df["busbw"] = df["algbw"] * busbw_factor("all_reduce", run["ranks"])
+    df.attrs["source"] = run["source"]
+    return df
+
+
 ALGORITHMS = ("ring", "hierarchical", "double_tree", "in_network")
 
 
@@ -235,5 +265,5 @@ def scale_sweep(name: str = "dgx_h100_ib", nodes=(2, 8, 64), sizes=(1 << 30,), a
     return pd.DataFrame(rows)
 
 
-__all__ = ["PUBLISHED", "PRESETS", "preset", "dgx_h100_ib", "ib_8x200", "roce_8x400", "tcp_100g", "nic_bytes",
+__all__ = ["PUBLISHED", "NCCL_TESTS_78", "published_run", "PRESETS", "preset", "dgx_h100_ib", "ib_8x200", "roce_8x400", "tcp_100g", "nic_bytes",
            "per_gpu_nic_bandwidth", "internode_bytes_per_gpu", "scale_sweep", "ALGORITHMS"]
