@@ -237,33 +237,11 @@ def _describe(exc: BaseException) -> tuple[str, str, str]:
     return type(exc).__name__, str(exc), "".join(traceback.format_exception(type(exc), exc, tb))
 
 
-def _handle(kind: str, payload: bytes):
-    import cloudpickle
-
-    from labcore.live.worker import _exec_cell
-
-    if kind == "run":
-        fn, args, kwargs = cloudpickle.loads(payload)
-        return fn(*args, **kwargs)
-    if kind == "exec":
-        value = _exec_cell(payload.decode(), _state.namespace)
-        return None if value is None else repr(value)
-    if kind == "pull":
-        name = payload.decode()
-        if name not in _state.namespace:
-            raise NameError(f"name {name!r} is not defined on rank {_state.info.rank}")
-        return _state.namespace[name]
-    if kind == "push":
-        _state.namespace.update(cloudpickle.loads(payload))
-        return None
-    raise ValueError(f"unknown request {kind!r}")
-
-
 def call(request_id: int, kind: str, payload: bytes, timeout_s: float, output_limit: int) -> tuple:
     """Serve one request; reply ``(request_id, pid, status, body, group intact, stdout, stderr)``."""
     import torch.distributed as dist
 
-    from labcore.live.worker import _pickle_reply
+    from labcore.live.worker import _pickle_reply, _Worker
 
     out, err = _Capped(output_limit), _Capped(output_limit)
     saved = sys.stdout, sys.stderr
@@ -272,7 +250,8 @@ def call(request_id: int, kind: str, payload: bytes, timeout_s: float, output_li
     try:
         if _state.info is None:
             raise RuntimeError("this engine is not a rank of a labcore cluster (it was torn down)")
-        reply = ("ok", _pickle_reply(_handle(kind, payload)))
+        # the forkserver rank's request handler, on this engine's state (namespace and rank info)
+        reply = ("ok", _pickle_reply(_Worker.handle(_state, kind, payload)))
     except BaseException as exc:  # report everything, even SystemExit from user code
         reply = ("error", _describe(exc))
     finally:

@@ -36,7 +36,7 @@ import weakref
 import cloudpickle
 
 from labcore.live import engine_rank, hang, scratch, source
-from labcore.live.cluster import check_timeout
+from labcore.live.cluster import Cluster, check_timeout
 from labcore.live.errors import ClusterError, CollectiveTimeout, HangReport, RankDied, RankError
 
 _ERROR_GRACE_S = 1.0        # how long other ranks get to report after one raised
@@ -381,14 +381,7 @@ class EngineCluster:
         """Process ids of the engines, in rank order (each on its own host)."""
         return list(self._pids) if self._ready else []
 
-    @property
-    def timeout(self) -> float:
-        """Seconds a call may take before it is reported as a hang (finite and positive)."""
-        return self._timeout
-
-    @timeout.setter
-    def timeout(self, value: float) -> None:
-        self._timeout = check_timeout(value)
+    timeout = Cluster.timeout   # seconds a call may take before it is a hang (validated on set)
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else (f"restarting: {self._fault}" if self._fault else "running")
@@ -396,52 +389,13 @@ class EngineCluster:
         return (f"EngineCluster(world_size={self.world_size}, backend={self.backend!r}, {hosts} host(s), "
                 f"interface={self.interface!r}, {state})")
 
-    # -- calls -----------------------------------------------------------------------------
-    def run(self, fn, *args, **kwargs) -> list:
-        """Run ``fn(*args, **kwargs)`` on every rank; return the results in rank order."""
-        return self.call(fn, args, kwargs)
-
-    def call(self, fn, args: tuple = (), kwargs: dict | None = None, timeout: float | None = None) -> list:
-        """Like :meth:`run` with an explicit per-call ``timeout`` (seconds)."""
-        if not callable(fn):
-            raise TypeError(f"EngineCluster.run needs a function to run on every rank, got {type(fn).__name__}")
-        if not isinstance(args, (tuple, list)):
-            raise TypeError(f"args must be a tuple of positional arguments, not {type(args).__name__}")
-        if kwargs is not None and not isinstance(kwargs, dict):
-            raise TypeError(f"kwargs must be a dict of keyword arguments, not {type(kwargs).__name__}")
-        timeout = self._call_timeout(timeout)
-        try:
-            payload = cloudpickle.dumps((fn, tuple(args), dict(kwargs or {})))
-        except Exception as exc:
-            raise TypeError(f"cannot send {getattr(fn, '__name__', fn)!r} or its arguments to the ranks: "
-                            f"{type(exc).__name__}: {exc}. Pass plain data.") from None
-        return self._request("run", payload, timeout, source.code_origins(fn))
-
-    def exec(self, code: str, timeout: float | None = None) -> list:
-        """Run code on every rank in its own namespace (what ``%%ranks --on`` does); repr of the last
-        expression per rank, or None."""
-        if not isinstance(code, str):
-            raise TypeError(f"EngineCluster.exec needs the code as a string, not {type(code).__name__}")
-        return self._request("exec", code.encode(), self._call_timeout(timeout))
-
-    def pull(self, name: str, timeout: float | None = None) -> list:
-        """The value of ``name`` in each rank's namespace, in rank order."""
-        if not isinstance(name, str) or not name.isidentifier():
-            raise TypeError(f"EngineCluster.pull needs a variable name such as 'result', not {name!r}")
-        return self._request("pull", name.encode(), self._call_timeout(timeout))
-
-    def push(self, timeout: float | None = None, **values) -> None:
-        """Define names in every rank's namespace, e.g. ``cl.push(n=1024)``."""
-        timeout = self._call_timeout(timeout)
-        try:
-            payload = cloudpickle.dumps(values)
-        except Exception as exc:
-            raise TypeError(f"cannot send these values to the ranks ({type(exc).__name__}: {exc}); "
-                            "push plain data") from None
-        self._request("push", payload, timeout)
-
-    def _call_timeout(self, timeout) -> float:
-        return self._timeout if timeout is None else check_timeout(timeout)
+    # -- calls: Cluster's own checks and payloads, sent through this cluster's _request ----------
+    run = Cluster.run
+    call = Cluster.call
+    exec = Cluster.exec
+    pull = Cluster.pull
+    push = Cluster.push
+    _call_timeout = Cluster._call_timeout
 
     def _request(self, kind: str, payload: bytes, timeout: float, origins: dict | None = None) -> list:
         if not self._lock.acquire(blocking=False):
