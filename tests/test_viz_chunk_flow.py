@@ -49,22 +49,29 @@ def test_captions_match_the_schedule(op, alg):
     caps = captions(trace)
     assert len(caps) == s.n_steps
     for k, (cap, sl) in enumerate(zip(caps, s.step_slices())):
-        assert cap.startswith(f"step {k + 1} of {s.n_steps}")
+        assert cap.startswith(f"step {k} of 0–{s.n_steps - 1}" if s.n_steps > 1 else "step 0, the only one")
         if s.phases and s.phases[k]:
             assert f", {s.phases[k]}:" in cap
-        first = s.steps()[k][0] if sl.stop > sl.start else None
-        if first is not None:
+        n = sl.stop - sl.start
+        first = s.steps()[k][0] if n else None
+        if n == 1:
             name = lambda a: f"rank {a}" if a < s.ranks else f"switch {a - s.ranks}"
             assert f"{name(first.src)} sends chunk {first.chunk} to {name(first.dst)} ({first.op})" in cap
-        n = sl.stop - sl.start
+        elif n > 1:
+            label = lambda a: str(a) if a < s.ranks else f"S{a - s.ranks}"
+            assert f"{label(first.src)}→{label(first.dst)} chunk {first.chunk}" in cap
+            assert cap.count("→") == min(n, 8)
         assert (f"{n} transfers at once" in cap) == (n > 1)
 
 
 def test_ring_caption_text_and_time():
     trace = sim.simulate("all_reduce", algorithm="ring", ranks=4, nbytes=1 << 20)
     fig = chunk_flow(trace)
-    assert captions(trace)[2].startswith("step 3 of 6, reduce-scatter: 4 transfers at once: rank 0 sends chunk 1")
-    assert captions(trace)[3].startswith("step 4 of 6, all-gather")
+    assert captions(trace)[2] == ("step 2 of 0–5, reduce-scatter: 4 transfers at once, each a reduce: "
+                                  "0→1 chunk 1, 1→2 chunk 2, 2→3 chunk 3, 3→0 chunk 0")   # all four spelled out
+    assert captions(trace)[3].startswith("step 3 of 0–5, all-gather")
+    assert [step.label for step in fig.layout.sliders[0].steps] == [str(k) for k in range(6)]
+    assert fig.data[-1].text[0].startswith("before step 0")
     text = fig.frames[-1].data[-1].text[0]
     total = f"{trace.time_s * 1e6:.4g} us"
     assert text.endswith(f"simulated time {total} of {total}")
@@ -167,3 +174,18 @@ def _decode_png(data: bytes) -> np.ndarray:
         out[y] = cur
         prev = cur
     return out.reshape(height, width, bpp)
+
+
+def test_captions_spell_out_up_to_eight_transfers():
+    eight = captions(sim.simulate("all_reduce", algorithm="ring", ranks=8, nbytes=8 * 4096))[0]
+    assert eight.count("→") == 8 and "more" not in eight
+    sixteen = captions(sim.simulate("all_reduce", algorithm="ring", ranks=16, nbytes=16 * 4096))[0]
+    assert sixteen.count("→") == 8 and sixteen.endswith(", and 8 more")
+
+
+def test_the_figure_takes_the_notebook_width_unless_exporting():
+    trace = sim.simulate("all_reduce", algorithm="ring", ranks=1, nbytes=4096)
+    fig = chunk_flow(trace)
+    assert fig.layout.width is None and fig.layout.autosize
+    assert " on 1 rank," in fig.layout.title.text
+    assert chunk_flow(trace, width=1050).layout.width == 1050

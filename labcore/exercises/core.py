@@ -347,17 +347,14 @@ class ValueExercise(Exercise):
             if self._close(answer, self._value(value)):
                 raise Incorrect(message)
         unit = f" {self.unit}" if self.unit else ""
+        near = f"within {self.rtol:.0%} of " if self.rtol else ""
+        # how far off stays unsaid (a ratio would give the answer away); only a units slip is named
+        hint = ""
         if np.ndim(want) == 0 and np.ndim(answer) == 0 and float(want) != 0 and float(answer) != 0:
             ratio = float(answer) / float(want)
-            if ratio < 0:
-                raise Incorrect(f"you gave {_fmt(float(answer))}{unit}: that has the wrong sign.")
-            if _power_of_ten(ratio):
-                raise Incorrect(f"you gave {_fmt(float(answer))}{unit}: off by a power of ten "
-                                "(check the units).")
-            how = "too large" if ratio > 1 else "too small"
-            raise Incorrect(f"you gave {_fmt(float(answer))}{unit}: that is {how}.")
-        near = f"within {self.rtol:.0%} of " if self.rtol else ""
-        raise Incorrect(f"you gave {_fmt(answer)}{unit}; that is not {near}the right value.")
+            hint = (" It has the wrong sign." if ratio < 0 else
+                    " It is off by a power of ten: check the units." if _power_of_ten(ratio) else "")
+        raise Incorrect(f"you gave {_fmt(answer)}{unit}; that is not {near}the right value.{hint}")
 
 
 def _power_of_ten(ratio: float) -> bool:
@@ -378,14 +375,17 @@ class FunctionExercise(Exercise):
         ``compare(got, want)`` -> True when equal enough; default: exact equality
         for plain values, ``numpy.allclose`` for arrays and tensors.
     describe
-        ``describe(args, kwargs)`` -> text naming a case in feedback.
+        ``describe(args, kwargs)`` -> text naming a case in feedback; by
+        default the reference's parameter names with the case's values
+        ("nbytes=1024, ranks=2"). Feedback names the failing case and what the
+        learner's function returned, never the right result.
 
     Example
     -------
     >>> q = FunctionExercise("Ring steps", "Steps of a ring all_reduce on n ranks?",
     ...                      reference=lambda n: 2 * (n - 1), cases=[(2,), (4,), (8,)])
     >>> q.check(lambda n: n - 1)
-    Ring steps: not quite. For input 2 you return 1, expected 2.
+    Ring steps: not quite. For n=2 you return 1, which is not right (hint() helps).
     """
 
     def __init__(self, title: str, prompt: str, *, reference: Callable, cases: Sequence[Any],
@@ -398,7 +398,7 @@ class FunctionExercise(Exercise):
         self.cases = [c if (len(c) == 2 and isinstance(c[1], dict)) else (tuple(c), {})
                       for c in cases]
         self.compare = compare or _equal
-        self.describe = describe or _describe_case
+        self.describe = describe or _case_namer(reference)
 
     def _check(self, answer: Any, **context: Any) -> str | None:
         if not callable(answer):
@@ -422,13 +422,24 @@ class FunctionExercise(Exercise):
             want = self.reference(*args, **kwargs)
             if not self.compare(got, want):
                 raise Incorrect(f"For {self.describe(args, kwargs)} you return {_fmt(got)}, "
-                                f"expected {_fmt(want)}.")
+                                "which is not right (hint() helps).")
         return f"({len(self.cases)} cases passed)" if len(self.cases) > 1 else None
 
 
-def _describe_case(args: tuple, kwargs: dict) -> str:
-    parts = [_fmt(a) for a in args] + [f"{k}={_fmt(v)}" for k, v in kwargs.items()]
-    return "input " + ", ".join(parts)
+def _case_namer(reference: Callable) -> Callable[[tuple, dict], str]:
+    """``describe`` for a reference function: its parameter names beside a case's values."""
+    import inspect
+
+    try:
+        names = [p.name for p in inspect.signature(reference).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):      # a builtin without a signature
+        names = []
+
+    def describe(args: tuple, kwargs: dict) -> str:
+        parts = [f"{names[i]}={_fmt(a)}" if i < len(names) else _fmt(a) for i, a in enumerate(args)]
+        return ", ".join(parts + [f"{k}={_fmt(v)}" for k, v in kwargs.items()]) or "no arguments"
+    return describe
 
 
 def _equal(got: Any, want: Any) -> bool:

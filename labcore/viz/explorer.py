@@ -13,7 +13,7 @@ Example
 >>> ex.controls["ranks"].value = 6            # the figure updates in place
 >>> ex.trace.schedule.ranks, len(ex.figure.data[2].x)
 (6, 6)
->>> ex.show_step(3); ex.figure.data[-1].text[0].startswith("step 3 of 10")
+>>> ex.show_step(3); ex.figure.data[-1].text[0].startswith("step 2 of 0–9")   # 3 steps done
 True
 """
 from __future__ import annotations
@@ -87,7 +87,8 @@ class Explorer:
                                             description="size", continuous_update=False),
             "topology": widgets.Dropdown(options=list(sim.topologies.PRESETS), value=topology,
                                          description="topology"),
-            "step": widgets.IntSlider(value=0, min=0, max=1, description="step"),
+            # how many steps are done: 0 is the start, k shows the buffers after step k - 1 (steps count from 0)
+            "step": widgets.IntSlider(value=0, min=0, max=1, description="steps done"),
             "play": widgets.Play(value=0, min=0, max=1, interval=700, description="play"),
         }
         widgets.jslink((self.controls["play"], "value"), (self.controls["step"], "value"))

@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from labcore.viz.style import TEMPLATE, byte_ticks, chunk_color
+from labcore.viz.style import DESIGN_WIDTH, TEMPLATE, byte_ticks, chunk_color
 
 __all__ = ["measurement_plot", "crossover_plot", "topology_heatmap"]
 
@@ -196,19 +196,40 @@ def crossover_plot(predictions: pd.DataFrame, *, measured: pd.DataFrame | None =
                                  marker={"color": "black", "symbol": "x"}))
     winners = best["choice"].tolist()
     sizes = best["size"].tolist()
-    if winners:  # name the first region's winner; each change below names the next one
-        fig.add_annotation(x=np.log10(sizes[0]), y=1.02, yref="paper", text=winners[0], showarrow=False,
-                           xanchor="left", font={"color": colors[winners[0]]})
+    labels = [(sizes[0], winners[0])] if winners else []  # the first region's winner, then each change
     for i in range(1, len(winners)):
         if winners[i] != winners[i - 1]:
             x = float(np.sqrt(sizes[i - 1] * sizes[i]))
             fig.add_vline(x=x, line={"dash": "dot", "color": "gray"})
-            fig.add_annotation(x=np.log10(x), y=1.02, yref="paper", text=winners[i],
-                               showarrow=False, xanchor="left", font={"color": colors[winners[i]]})
+            labels.append((x, winners[i]))
+    rows = _label_rows([(np.log10(x), text) for x, text in labels], np.log10(p["size"].min()),
+                       np.log10(p["size"].max()))
+    for (x, text), row in zip(labels, rows):
+        fig.add_annotation(x=np.log10(x), y=1.02 + 0.07 * row, yref="paper", text=text, showarrow=False,
+                           xanchor="left", yanchor="bottom", font={"color": colors[text]})
     fig.update_xaxes(**byte_ticks(p["size"]))
     fig.update_yaxes(type="log", title="time (us)")
-    fig.update_layout(template=TEMPLATE, title=title, height=420)
+    # the legend sits inside the plot's top left, where the fastest (small-size) times leave room
+    fig.update_layout(template=TEMPLATE, title=title, height=420 + 25 * max(rows, default=0),
+                      margin={"t": 80 + 25 * max(rows, default=0)},
+                      legend={"x": 0.01, "y": 0.99, "xanchor": "left", "yanchor": "top",
+                              "bgcolor": "rgba(255,255,255,0.8)"})
     return fig
+
+
+def _label_rows(labels: list[tuple[float, str]], lo: float, hi: float) -> list[int]:
+    """A row for each label (x on a log axis, text) so that no two in a row overlap, even in the
+    narrowest notebook: a label goes in the lowest row whose last label ends before it starts."""
+    per_char = max(hi - lo, 1e-9) * 7.0 / (0.75 * DESIGN_WIDTH)   # about 7 px a character
+    ends: list[float] = []
+    rows = []
+    for x, text in labels:
+        row = next((r for r, end in enumerate(ends) if x >= end), len(ends))
+        if row == len(ends):
+            ends.append(x)
+        ends[row] = x + per_char * (len(text) + 1)
+        rows.append(row)
+    return rows
 
 
 # nvidia-smi topo -m codes from closest to farthest.

@@ -106,7 +106,7 @@ def link_timeline(trace, *, max_links: int = 48, title: str | None = None) -> go
     sharing = np.array([share[k] for k in key.tolist()], dtype=int)
     start_us, end_us = trace.start[t_idx] * 1e6, trace.end[t_idx] * 1e6
     chunk = s.chunk[t_idx]
-    hover = [f"step {st + 1}: {'reduce' if r else 'copy'} chunk {c} ({format_bytes(b)}), "
+    hover = [f"step {st}: {'reduce' if r else 'copy'} chunk {c} ({format_bytes(b)}), "
              f"rank {a} → {'rank ' + str(d) if d < s.ranks else 'switch ' + str(d - s.ranks)}<br>"
              f"{t0:.4g}–{t1:.4g} us" + (f"<br>link shared by {k} messages" if k > 1 else "")
              for st, r, c, b, a, d, t0, t1, k in zip(
@@ -125,10 +125,10 @@ def link_timeline(trace, *, max_links: int = 48, title: str | None = None) -> go
         shapes = [{"type": "line", "x0": x, "x1": x, "y0": 0, "y1": 1, "yref": "paper",
                    "line": {"dash": "dot", "width": 1, "color": "#bbb"}} for x in (trace.step_end * 1e6).tolist()]
     n = len(rows)
-    layout = {"template": template_dict(), "barmode": "overlay", "height": 160 + 22 * n, "width": 950,
-              "title": {"text": title or (f"Link timeline: {s.collective} ({s.algorithm}), {s.ranks} ranks, "
+    layout = {"template": template_dict(), "barmode": "overlay", "height": 160 + 22 * n, "autosize": True,
+              "title": {"text": title or (f"Link timeline: {s.collective} ({s.algorithm}), {s.ranks} rank{'' if s.ranks == 1 else 's'}, "
                                           f"{format_bytes(s.nbytes)}, {trace.time_s * 1e6:.4g} us")},
-              "xaxis": {"title": "simulated time (us)", "range": [0, trace.time_s * 1e6 * 1.01]},
+              "xaxis": {"title": {"text": "simulated time (us)"}, "range": [0, trace.time_s * 1e6 * 1.01]},
               "yaxis": {"tickvals": list(range(n)), "ticktext": labels, "autorange": "reversed", "automargin": True},
               "shapes": shapes}
     return go.Figure({"data": [bar], "layout": layout}, _validate=False)
