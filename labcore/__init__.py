@@ -26,7 +26,7 @@ _SUBMODULES = {
     "viz": "labcore.viz", "exercises": "labcore.exercises",
 }
 _LIVE_NAMES = {
-    "Cluster", "has_gpus", "rank_info", "device", "machine_summary",
+    "Cluster", "EngineCluster", "has_gpus", "rank_info", "device", "machine_summary",
     "ClusterError", "RankError", "RankDied", "CollectiveTimeout",
 }
 

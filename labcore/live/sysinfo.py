@@ -136,3 +136,70 @@ def machine_summary() -> dict:
         "gloo_available": dist.is_gloo_available(),
         "backend_for_4_ranks": choose_backend(4),
     }
+
+
+def _rdma_devices(root: str = "/sys/class/infiniband") -> list[str]:
+    """RDMA ports (InfiniBand, or RoCE when the link layer is Ethernet) with their rate, from sysfs."""
+    ports = []
+    for dev in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        for port in sorted(os.listdir(os.path.join(root, dev, "ports"))):
+            facts = []
+            for name in ("rate", "link_layer", "state"):
+                try:
+                    with open(os.path.join(root, dev, "ports", port, name)) as f:
+                        facts.append(f.read().strip())
+                except OSError:
+                    facts.append("?")
+            rate, layer, state = facts
+            kind = "RoCE" if layer == "Ethernet" else layer
+            ports.append(f"{dev}:{port} {rate} {kind} {state.split(':')[-1].strip()}")
+    return ports
+
+
+def host_network() -> str:
+    """One line on this host's network: its name, each interface that is up with its IPv4 address and
+    speed, the RDMA ports (InfiniBand/RoCE) and the socket interfaces NCCL and gloo were told to use.
+
+    Example
+    -------
+    >>> "lo 127.0.0.1" in host_network()
+    True
+    """
+    import socket
+
+    import psutil
+
+    stats, parts = psutil.net_if_stats(), []
+    for name, addrs in sorted(psutil.net_if_addrs().items()):
+        ipv4 = [a.address for a in addrs if a.family == socket.AF_INET]
+        st = stats.get(name)
+        if ipv4 and st is not None and st.isup:
+            speed = f" {st.speed / 1000:g} Gb/s" if st.speed else ""
+            parts.append(f"{name} {ipv4[0]}{speed}")
+    rdma = _rdma_devices()
+    chosen = [f"{v}={os.environ[v]}" for v in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA")
+              if os.environ.get(v)]
+    return (f"{socket.gethostname()}: " + ", ".join(parts) + (f"; rdma {', '.join(rdma)}" if rdma else "; no rdma")
+            + (f"; {' '.join(chosen)}" if chosen else ""))
+
+
+def network_summary() -> list[str]:
+    """``# `` lines for a benchmark preamble: :func:`host_network` of every node taking part.
+
+    Under an initialised torch.distributed group every rank must call it (it gathers one
+    line per rank and keeps one per host); elsewhere it describes this host only.
+
+    Example
+    -------
+    >>> network_summary()[0]
+    '# Network'
+    """
+    line = host_network()
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        lines = [None] * dist.get_world_size()
+        dist.all_gather_object(lines, line)
+    else:
+        lines = [line]
+    return ["# Network"] + [f"#  {entry}" for entry in dict.fromkeys(lines)]

@@ -38,6 +38,7 @@ from labcore.live.bench.ops import NAMES, OPS, canonical, nccl_tests_program
 from labcore.live.bench.sweep import COLUMNS, plan_sizes
 from labcore.live.bench.table import footer_lines, header_lines, row_line
 from labcore.live.bench.units import dtype_of, parse_size
+from labcore.live.sysinfo import network_summary
 
 # Exit statuses: 0 done; 1 wrong elements, a regression or a failed rank; 2 bad input;
 # 3 the gate could not decide; 128 + signal number when stopped by SIGINT/SIGTERM.
@@ -192,7 +193,7 @@ def _preamble(args, spec, sizes, nranks, backend, ranks_info) -> list[str]:
         index = int(r["device"].split(":")[1]) if ":" in r["device"] else r["rank"] % max(1, nranks)
         lines.append(f"#  Rank {r['rank']:2d} Group  0 Pid {r['pid']:6d} on {r['host']:>10} device "
                      f"{index:2d} [{r['device']}] {r['name']}")
-    return lines
+    return lines + network_summary()  # under torchrun every rank evaluates this (it gathers per node)
 
 
 def _run_sizes(run_one, sizes, spec, repeats, say) -> pd.DataFrame:
