@@ -149,12 +149,9 @@ def _sync(dev):
         torch.cuda.synchronize(dev)
 
 
-def _timed_loop(call, iters, dev) -> tuple[float, float]:
-    """Seconds per call on this rank: the loop's mean (nccl-tests' number) and the median call.
-
-    Every call is stamped, so both come from one loop; the median ignores the odd call
-    that the operating system delayed, which the mean (rightly, for nccl-tests) keeps.
-    """
+def per_call_seconds(call, iters, dev) -> list[float]:
+    """Seconds of each of ``iters`` back-to-back calls on this rank (a CUDA event or
+    ``perf_counter`` stamp after every call)."""
     if dev.type == "cuda":
         stamps = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
         stamps[0].record()
@@ -169,6 +166,16 @@ def _timed_loop(call, iters, dev) -> tuple[float, float]:
             call()
             stamps.append(time.perf_counter())
         per_call = [b - a for a, b in zip(stamps, stamps[1:])]
+    return per_call
+
+
+def _timed_loop(call, iters, dev) -> tuple[float, float]:
+    """Seconds per call on this rank: the loop's mean (nccl-tests' number) and the median call.
+
+    Every call is stamped, so both come from one loop; the median ignores the odd call
+    that the operating system delayed, which the mean (rightly, for nccl-tests) keeps.
+    """
+    per_call = per_call_seconds(call, iters, dev)
     return sum(per_call) / iters, statistics.median(per_call)
 
 

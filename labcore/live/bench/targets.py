@@ -1,0 +1,115 @@
+"""Targets written down before measuring, then checked against evidence with its interval.
+
+Strong teams set the numbers a system must meet **before** they build or benchmark it
+(latency, bandwidth, cost), so the measurement cannot move the goalposts. Each
+:class:`Target` is a limit on one number, and :func:`check_targets` answers for each
+with the same three words as the regression gate, from the measured value's
+confidence interval:
+
+- **met**: the whole interval is on the good side of the limit;
+- **missed**: the whole interval is on the bad side;
+- **inconclusive, measure more**: the interval straddles the limit.
+
+A prediction (the simulator's, NCCL's tuner's) has no interval; give it as a single number
+and it is met or missed outright, which says nothing about how good the model is.
+
+Example
+-------
+>>> goals = [Target("p99 all_reduce 1 MiB", 5000, "us"),
+...          Target("busbw / link speed", 0.5, "", higher_is_better=True)]
+>>> check_targets(goals, {"p99 all_reduce 1 MiB": (4100, 3900, 5200),
+...                       "busbw / link speed": 0.81})["status"].tolist()
+['inconclusive, measure more', 'met']
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+INCONCLUSIVE = "inconclusive, measure more"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A limit on one number.
+
+    Parameters
+    ----------
+    name : what is measured, e.g. "p99 all_reduce 1 MiB, 2 ranks".
+    limit : the value it must not cross.
+    unit : shown beside numbers ("us", "$", "" for a fraction).
+    higher_is_better : True for a floor (busbw), False for a ceiling (latency, cost, share).
+    where : how it is checked: "measured here", "predicted for the rented cluster", ...
+    """
+
+    name: str
+    limit: float
+    unit: str = ""
+    higher_is_better: bool = False
+    where: str = ""
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("a Target needs a name saying what is measured")
+        if isinstance(self.limit, bool) or not isinstance(self.limit, (int, float)) or not math.isfinite(self.limit):
+            raise ValueError(f"the limit of {self.name!r} must be a finite number, not {self.limit!r}")
+
+    @property
+    def rule(self) -> str:
+        """"<= 5000 us" or ">= 0.5": the target as it reads."""
+        sign = ">=" if self.higher_is_better else "<="
+        return f"{sign} {self.limit:g}{(' ' + self.unit) if self.unit else ''}"
+
+
+def targets_table(targets: Sequence[Target]) -> pd.DataFrame:
+    """The targets as a table (target, rule, where): what to show before anything is measured."""
+    return pd.DataFrame([dict(target=t.name, rule=t.rule, where=t.where) for t in targets])
+
+
+def _as_interval(name: str, value) -> tuple[float, float, float]:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value), float(value), float(value)
+    try:
+        est, low, high = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"evidence for {name!r} must be a number (a prediction) or (estimate, low, high), "
+                         f"not {value!r}") from None
+    if math.isnan(est) or not low <= est <= high:
+        raise ValueError(f"evidence for {name!r} must satisfy low <= estimate <= high, got {value!r}")
+    return est, low, high
+
+
+def check_targets(targets: Sequence[Target], evidence: Mapping[str, object]) -> pd.DataFrame:
+    """Each target against its evidence: ``met``, ``missed``, ``inconclusive, measure more`` or ``not measured``.
+
+    Parameters
+    ----------
+    targets : the :class:`Target` list, written before measuring.
+    evidence : ``{target name: (estimate, low, high)}`` for a measurement with its interval
+        (an infinite end is allowed: a p99 from too few calls), or ``{name: number}`` for a prediction.
+
+    Returns
+    -------
+    DataFrame: target, rule, estimate, low, high, status, where.
+    """
+    names = [t.name for t in targets]
+    unknown = sorted(set(evidence) - set(names))
+    if unknown:
+        raise ValueError(f"evidence for {unknown} matches no target; the targets are {names}")
+    rows = []
+    for t in targets:
+        if t.name not in evidence:
+            rows.append(dict(target=t.name, rule=t.rule, estimate=math.nan, low=math.nan, high=math.nan,
+                             status="not measured", where=t.where))
+            continue
+        est, low, high = _as_interval(t.name, evidence[t.name])
+        good, bad = (low >= t.limit, high < t.limit) if t.higher_is_better else (high <= t.limit, low > t.limit)
+        status = "met" if good else "missed" if bad else INCONCLUSIVE
+        rows.append(dict(target=t.name, rule=t.rule, estimate=est, low=low, high=high, status=status, where=t.where))
+    return pd.DataFrame(rows)
+
+
+__all__ = ["Target", "targets_table", "check_targets", "INCONCLUSIVE"]

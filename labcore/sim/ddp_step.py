@@ -1,0 +1,241 @@
+"""A DDP training step's gradient all-reduces, predicted on a topology, beside its compute.
+
+What does data parallelism's communication cost on a rented cluster? DDP all-reduces the
+gradients in **buckets** while backward runs (Li et al., "PyTorch Distributed", VLDB 2020):
+
+1. :func:`ddp_buckets` cuts the gradients into buckets as torch's reducer does after its
+   first iteration: parameters in the order their gradients become ready (the last layer
+   first), a bucket closed as soon as it holds at least its limit, the first limit
+   ``first_cap_bytes`` (1 MiB when ``bucket_cap_mb`` is left at its default, else the cap),
+   the others ``cap_bytes`` (``bucket_cap_mb`` x 2**20: DDP's "MB" are MiB);
+2. :func:`predict_ddp_step` times each bucket's all-reduce with the algorithm NCCL's tuner
+   (:mod:`labcore.sim.tuner`) picks, or the one ``nccl_algo`` forces (``NCCL_ALGO``), on the
+   simulator (:func:`labcore.sim.simulate`); where the simulator has no schedule for the pick
+   (NVLSTree across nodes without a reducing switch, PAT) it takes NCCL's own cost model's
+   time and the ``source`` column says so (``timing="nccl"`` uses NCCL's model for every
+   bucket, one model throughout);
+3. it lays the buckets out against the compute: forward, then backward producing gradients
+   at an even rate (bucket k is ready once backward has produced its bytes), one all-reduce
+   at a time on the communication stream; the step ends when backward and the last
+   all-reduce have. ``serial`` adds every all-reduce after the compute (no overlap).
+
+Compute is an input (this module has no GPU to time): :func:`labcore.sim.pricing.compute_seconds`
+estimates it from the model's FLOPs, and a recorded step's compute can be used instead.
+Backward takes 2/3 of forward + backward (2N FLOPs per token forward, 4N backward:
+Kaplan et al., "Scaling Laws for Neural Language Models", 2020).
+
+Example
+-------
+>>> step = predict_ddp_step(100 << 20, "nvswitch8", compute_s=0.010)
+>>> len(step.buckets), int(step.buckets["bytes"].sum()) == 100 << 20
+(5, True)
+>>> step.serial_s > step.step_s >= step.compute_s
+True
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Sequence
+
+import pandas as pd
+
+MIB = 1 << 20
+DEFAULT_CAP_BYTES = 25 * MIB          # torch DDP's bucket_cap_mb default, 25 MiB
+DEFAULT_FIRST_CAP_BYTES = 1 * MIB     # torch's _DEFAULT_FIRST_BUCKET_BYTES
+BACKWARD_FRACTION = 2 / 3
+# Presets whose machine NCCL's tuner models (labcore.sim.tuner.MACHINES), by preset name.
+TUNER_MACHINES = {"nvswitch8": "nvswitch8", "pcie8": "pcie8", "multinode": "multinode",
+                  "dgx_h100_ib": "dgx_h100_ib"}
+
+
+def ddp_buckets(param_bytes, cap_bytes: int = DEFAULT_CAP_BYTES,
+                first_cap_bytes: int | None = DEFAULT_FIRST_CAP_BYTES) -> list[int]:
+    """Bytes of each gradient bucket, in the order DDP all-reduces them.
+
+    Parameters
+    ----------
+    param_bytes : bytes of each parameter's gradient in the order they become ready in
+        backward (for a plain stack of layers: the parameters reversed), or one int, the
+        total, which is cut into full buckets (a model with many small parameters).
+    cap_bytes : ``bucket_cap_mb`` in bytes (MiB x 2**20).
+    first_cap_bytes : the first bucket's limit (torch: 1 MiB when ``bucket_cap_mb`` is the
+        default, else ``cap_bytes``); None for ``cap_bytes``.
+
+    >>> ddp_buckets([4 << 20, 4 << 20, 30 << 20, 1 << 20], cap_bytes=25 << 20) == [4 << 20, 34 << 20, 1 << 20]
+    True
+    """
+    cap = _positive_int("cap_bytes", cap_bytes)
+    first = cap if first_cap_bytes is None else _positive_int("first_cap_bytes", first_cap_bytes)
+    if isinstance(param_bytes, numbers.Integral) and not isinstance(param_bytes, bool):
+        total = _positive_int("param_bytes", param_bytes)
+        head = min(first, total)
+        rest = total - head
+        return [head] + [cap] * (rest // cap) + ([rest % cap] if rest % cap else [])
+    sizes = [_positive_int("each parameter's bytes", b) for b in param_bytes]
+    if not sizes:
+        raise ValueError("param_bytes is empty: give the gradient bytes of each parameter, or the total")
+    buckets, current, limit = [], 0, first
+    for b in sizes:
+        current += b
+        if current >= limit:
+            buckets.append(current)
+            current, limit = 0, cap
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a whole number of bytes >= 1, not {value!r}")
+    return int(value)
+
+
+def _topology(topology, ranks, nodes):
+    """(topology object, preset name or None) for a preset name or a topology object."""
+    from labcore.sim import presets_scale, topologies
+
+    if not isinstance(topology, str):
+        return topology, None
+    if topology in presets_scale.PRESETS:
+        return presets_scale.preset(topology, nodes or 2), topology
+    if topology in topologies.PRESETS:
+        return topologies.preset(topology, ranks), topology
+    raise ValueError(f"unknown topology {topology!r}; choose one of "
+                     f"{', '.join(list(topologies.PRESETS) + list(presets_scale.PRESETS))} or pass a topology")
+
+
+def _bucket_time(nbytes: int, topo, machine, nccl_algo, timing: str):
+    """(algorithm as simulated, NCCL's pick, source, seconds) of one bucket's all-reduce."""
+    from labcore.sim import simulate, tuner
+
+    if machine is None:
+        if nccl_algo:
+            raise ValueError(f"NCCL_ALGO={nccl_algo} needs NCCL's tuner, which has no model of {topo.name!r}; use a "
+                             f"preset it models ({', '.join(TUNER_MACHINES)}) or leave nccl_algo=None")
+        trace = simulate("all_reduce", "best", topo.ranks, nbytes, topology=topo, values=False)
+        return trace.schedule.algorithm, "(no tuner model)", "simulator (its fastest algorithm)", trace.time_s
+    pick = tuner.choose("all_reduce", int(nbytes), machine, algo_env=nccl_algo)
+    algorithm = tuner.SIM_ALGORITHM.get(pick.algorithm)
+    simulable = pick.algorithm in ("Ring", "Tree") or (pick.algorithm == "NVLS" and topo.switch_agents)
+    if timing == "nccl":
+        return pick.name, pick.name, "NCCL's cost model", pick.time_us * 1e-6
+    if algorithm is None or not simulable:
+        return pick.name, pick.name, "NCCL's cost model (the simulator has no schedule for it here)", \
+            pick.time_us * 1e-6
+    trace = simulate("all_reduce", algorithm, topo.ranks, nbytes, topology=topo, values=False)
+    return algorithm, pick.name, "simulator", trace.time_s
+
+
+@dataclass
+class DDPStep:
+    """One predicted DDP step: its buckets and the step's times (seconds)."""
+
+    topology: str
+    ranks: int
+    nodes: int
+    compute_s: float
+    buckets: pd.DataFrame
+    nccl_algo: str | None = None
+    timing: str = "simulator"
+
+    @property
+    def comm_s(self) -> float:
+        """All-reduce time of every bucket, added up."""
+        return float(self.buckets["predicted_us"].sum() * 1e-6)
+
+    @property
+    def step_s(self) -> float:
+        """The step with DDP's overlap: backward and the last all-reduce both done."""
+        return float(max(self.compute_s, self.buckets["end_s"].max()))
+
+    @property
+    def serial_s(self) -> float:
+        """Compute, then every all-reduce: no overlap."""
+        return self.compute_s + self.comm_s
+
+    @property
+    def exposed_s(self) -> float:
+        """Communication the overlap did not hide: what the step waits for beyond compute."""
+        return self.step_s - self.compute_s
+
+    @property
+    def comm_share(self) -> float:
+        """Share of the step spent waiting for communication (exposed / step)."""
+        return self.exposed_s / self.step_s
+
+    def summary(self) -> dict:
+        """The step in one row (times in ms)."""
+        return dict(topology=self.topology, gpus=self.ranks, nodes=self.nodes,
+                    nccl_algo=self.nccl_algo or "(tuner's choice)", timing=self.timing, buckets=len(self.buckets),
+                    compute_ms=self.compute_s * 1e3, comm_ms=self.comm_s * 1e3, step_ms=self.step_s * 1e3,
+                    exposed_ms=self.exposed_s * 1e3, comm_share=self.comm_share)
+
+
+def predict_ddp_step(param_bytes, topology="nvswitch8", *, compute_s: float, ranks: int | None = None,
+                     nodes: int | None = None, cap_bytes: int = DEFAULT_CAP_BYTES,
+                     first_cap_bytes: int | None = DEFAULT_FIRST_CAP_BYTES, nccl_algo: str | None = None,
+                     timing: str = "simulator", backward_fraction: float = BACKWARD_FRACTION) -> DDPStep:
+    """Predict one DDP step's gradient all-reduces on ``topology`` and lay them out against compute.
+
+    Parameters
+    ----------
+    param_bytes : gradient bytes, per parameter in ready order or in total (see :func:`ddp_buckets`).
+    topology : a preset ("nvswitch8", "multinode", "dgx_h100_ib", "ib_8x200", "roce_8x400", ...)
+        or a topology object; NCCL's tuner picks the algorithms on the presets it models.
+    compute_s : forward + backward seconds of one step on one GPU (an input: see the module).
+    ranks : GPUs for the core presets (nvswitch8: 8, multinode: 32 by default).
+    nodes : nodes for the scale-out presets (default 2).
+    cap_bytes, first_cap_bytes : DDP's bucket limits, in bytes.
+    nccl_algo : force NCCL's algorithm as ``NCCL_ALGO`` would ("Ring", "Tree", ...); None: the tuner's pick.
+    timing : "simulator" (the simulator's time of the pick; NCCL's cost model where the simulator
+        has no schedule for it) or "nccl" (NCCL's cost model for every bucket: one model throughout).
+    backward_fraction : share of ``compute_s`` that is backward (gradients appear during it).
+
+    Returns
+    -------
+    :class:`DDPStep`: ``buckets`` (one row per bucket: bytes, ready_s, start_s, end_s,
+    algorithm, nccl, source, predicted_us) and the step's times.
+    """
+    from labcore.sim import tuner
+
+    for name, value, ok in (("compute_s", compute_s, lambda v: v >= 0),
+                            ("backward_fraction", backward_fraction, lambda v: 0 < v <= 1)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not ok(value):
+            raise ValueError(f"{name} must be a finite number ({'>= 0 seconds' if name == 'compute_s' else 'in (0, 1]'}), "
+                             f"not {value!r}")
+    if timing not in ("simulator", "nccl"):
+        raise ValueError(f"timing must be 'simulator' or 'nccl' (NCCL's cost model), not {timing!r}")
+    topo, preset = _topology(topology, ranks, nodes)
+    machine = None
+    if preset in TUNER_MACHINES:
+        machine = tuner.MACHINES[TUNER_MACHINES[preset]].with_ranks(topo.ranks, topo.nodes)
+    elif timing == "nccl":
+        raise ValueError(f"NCCL's cost model has no machine for {topo.name!r}; use timing='simulator' or a preset "
+                         f"it models ({', '.join(TUNER_MACHINES)})")
+    sizes = ddp_buckets(param_bytes, cap_bytes, first_cap_bytes)
+    total = float(sum(sizes))
+    forward = compute_s * (1 - backward_fraction)
+    timed = {b: _bucket_time(b, topo, machine, nccl_algo, timing) for b in sorted(set(sizes))}
+    rows, done, clock = [], 0, 0.0
+    for k, b in enumerate(sizes):
+        done += b
+        ready = forward + compute_s * backward_fraction * done / total
+        algorithm, nccl, source, seconds = timed[b]
+        start = max(ready, clock)
+        clock = start + seconds
+        rows.append(dict(bucket=k, bytes=b, ready_s=ready, start_s=start, end_s=clock, algorithm=algorithm,
+                         nccl=nccl, source=source, predicted_us=seconds * 1e6))
+    return DDPStep(topology=preset or topo.name, ranks=topo.ranks, nodes=int(topo.nodes), compute_s=float(compute_s),
+                   buckets=pd.DataFrame(rows), nccl_algo=nccl_algo, timing=timing)
+
+
+def steps_table(steps: Sequence[DDPStep]) -> pd.DataFrame:
+    """Several predicted steps side by side, one row each (see :meth:`DDPStep.summary`)."""
+    return pd.DataFrame([s.summary() for s in steps])
+
+
+__all__ = ["ddp_buckets", "predict_ddp_step", "DDPStep", "steps_table", "MIB", "DEFAULT_CAP_BYTES",
+           "DEFAULT_FIRST_CAP_BYTES", "TUNER_MACHINES"]
