@@ -113,7 +113,7 @@ def cost_plot(costs: pd.DataFrame, *, label: str = "label", title: str | None = 
     fig.update_layout(template=TEMPLATE, barmode="stack", height=120 + 34 * len(costs),
                       title=title or f"what {n} steps cost at ${costs.attrs.get('usd_per_gpu_hour', 0):.2f} "
                                      "per GPU-hour",
-                      legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
+                      legend={"orientation": "h", "xref": "container", "x": 0.01, "y": 1.0, "yanchor": "bottom"},
                       margin={"l": 10, "t": 100})
     fig.update_xaxes(title=f"US dollars for {n} steps")
     fig.update_yaxes(automargin=True, autorange="reversed")

@@ -28,6 +28,9 @@ from typing import Mapping
 import pandas as pd
 
 ACTIONS = {"regression": "roll back", "pass": "roll out", "inconclusive": "hold: measure more"}
+# After a roll-back, the restored configuration is gated against the old baseline once more.
+CONFIRMING = {"regression": "still slow: the cause is elsewhere, look further",
+              "pass": "roll-back confirmed", "inconclusive": "keep the roll-back; measure more to confirm it"}
 
 
 @dataclass(frozen=True)
@@ -44,15 +47,19 @@ class Decision:
         return dict(change=self.change, verdict=self.verdict, action=self.action, reason=self.reason)
 
 
-def decide(result: pd.DataFrame, change: str = "the change") -> Decision:
-    """The action the gate's ``result`` calls for (see the module docstring)."""
+def decide(result: pd.DataFrame, change: str = "the change", confirming: bool = False) -> Decision:
+    """The action the gate's ``result`` calls for (see the module docstring).
+
+    ``confirming=True`` reads a gate of a restored configuration against the baseline it
+    restores: "roll-back confirmed", "keep the roll-back; measure more", or "still slow".
+    """
     from labcore.live.bench.stats import advice, verdict
 
     if not isinstance(result, pd.DataFrame) or "status" not in result:
         raise ValueError("decide needs a gate's result: the DataFrame of lc.bench.compare or compare_predictions")
     v = result.attrs.get("verdict", verdict(result))
     reason = advice(result) if "baseline_repeats" in result else _prediction_advice(result)
-    return Decision(change, v, ACTIONS[v], reason)
+    return Decision(change, v, (CONFIRMING if confirming else ACTIONS)[v], reason)
 
 
 def _prediction_advice(result: pd.DataFrame) -> str:

@@ -112,4 +112,52 @@ def check_targets(targets: Sequence[Target], evidence: Mapping[str, object]) -> 
     return pd.DataFrame(rows)
 
 
-__all__ = ["Target", "targets_table", "check_targets", "INCONCLUSIVE"]
+def _number(v: float, digits: int) -> str:
+    """3 significant digits, but whole numbers written out (4,171 rather than 4.17e+03)."""
+    if not math.isfinite(v):
+        return "inf" if v > 0 else "-inf"
+    return f"{v:,.0f}" if abs(v) >= 10 ** digits else f"{v:.{digits}g}"
+
+
+def side_by_side(checks: Mapping[str, pd.DataFrame], digits: int = 3) -> pd.DataFrame:
+    """Several :func:`check_targets` results (one per condition) in one table, a column each.
+
+    Each cell reads "estimate (low..high): status"; a prediction shows only its value.
+    """
+    if not checks:
+        raise ValueError("side_by_side needs {condition: check_targets(...)}")
+    first = next(iter(checks.values()))
+    out = first[["target", "rule"]].copy()
+    for label, c in checks.items():
+        cells = []
+        for r in c.itertuples():
+            if math.isnan(r.estimate):
+                cells.append(r.status)
+            elif r.low == r.high:
+                cells.append(f"{_number(r.estimate, digits)}: {r.status}")
+            else:
+                cells.append(f"{_number(r.estimate, digits)} ({_number(r.low, digits)}.."
+                             f"{_number(r.high, digits)}): {r.status}")
+        out[label] = cells
+    return out.set_index("target")
+
+
+def busbw_fraction(summary: pd.DataFrame, size: int, link_gbps: float,
+                   placement: str = "in-place") -> tuple[float, float, float]:
+    """(fraction, low, high): busbw at ``size`` as a fraction of ``link_gbps``, with its interval.
+
+    ``summary`` is ``lc.bench.summarize(sweep)``; busbw is inversely proportional to time, so
+    its interval is the time interval turned over (busbw x median / high .. busbw x median / low).
+    """
+    if isinstance(link_gbps, bool) or not isinstance(link_gbps, (int, float)) or not 0 < link_gbps < math.inf:
+        raise ValueError(f"link_gbps must be a link speed in GB/s above 0, not {link_gbps!r}")
+    rows = summary[(summary["size"] == size) & (summary["placement"] == placement)]
+    if len(rows) != 1:
+        raise ValueError(f"the summary has no single {placement} row of size {size}; "
+                         f"its sizes are {sorted(set(summary['size']))}")
+    r = rows.iloc[0]
+    est = float(r["busbw"]) / link_gbps
+    return est, est * r["median_us"] / r["high_us"], est * r["median_us"] / r["low_us"]
+
+
+__all__ = ["Target", "targets_table", "check_targets", "side_by_side", "busbw_fraction", "INCONCLUSIVE"]
