@@ -68,7 +68,7 @@ def ddp_buckets(param_bytes, cap_bytes: int = DEFAULT_CAP_BYTES,
     """
     cap = _positive_int("cap_bytes", cap_bytes)
     first = cap if first_cap_bytes is None else _positive_int("first_cap_bytes", first_cap_bytes)
-    if isinstance(param_bytes, numbers.Integral) and not isinstance(param_bytes, bool):
+    if isinstance(param_bytes, numbers.Real):            # one number: the total (a whole number of bytes)
         total = _positive_int("param_bytes", param_bytes)
         head = min(first, total)
         rest = total - head
