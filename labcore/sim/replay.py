@@ -1,0 +1,471 @@
+"""Replay a recorded training step on another machine: what would its communication cost there?
+
+Input: a :class:`labcore.live.recorder.Recording` (what every rank issued, when, and the
+compute around it, recorded on any machine, a laptop included). Output: a :class:`Replay`
+with, per collective, the time the simulator predicts on a topology (a preset such as
+``"nvswitch8"`` or ``"multinode"``, any :mod:`labcore.sim.topologies` object, or one fitted to
+your measurements), with the algorithm NCCL's tuner would pick (or one you name); and per step
+the total with and without overlap against the recorded compute.
+
+The step model
+--------------
+Compute is what the rank did outside communication, as recorded: the time no collective was
+in flight, plus the profiler's compute scopes (autograd nodes, ``Optimizer.step``...) that ran
+while an overlapped one was. Each collective is issued at the same point of that compute as in
+the recording and runs on its process group's stream, one after another (NCCL runs one
+communicator's kernels in order). An overlapped collective (the rank went on while it ran)
+runs beside the compute that follows; a blocking one holds the compute until it ends; compute
+that resumed after the rank waited waits for the collectives that ended during that wait; the
+step ends when its compute and all its collectives have. ``serial`` is compute plus every
+collective one after another (no overlap). Every rank is replayed on its own; the step takes
+as long as the slowest rank.
+
+Scaling: with ``world_size`` larger than the recording's, collectives over all recorded ranks
+run over all ``world_size`` ranks with the same bytes (data parallelism: gradients and gathered
+parameters do not shrink as ranks are added); collectives on sub-groups keep their groups.
+``placement`` puts rank r on topology rank ``placement[r]`` (e.g. a tensor-parallel pair on one
+node, ``[0, 1]``, or across two, ``[0, 8]`` on ``multinode``).
+
+Collectives the simulator has no schedule for (send/recv, barrier, scatter, gather, a reduce
+NCCL would run as a ring) are listed with ``status`` "not simulated: ..." and their recorded
+time in ``not_simulated_us``; they are never dropped silently, and left out of the totals.
+
+Example
+-------
+>>> import labcore as lc                                              # doctest: +SKIP
+>>> r = lc.sim.replay(recording, "multinode")                        # doctest: +SKIP
+>>> r.steps[["serial_us", "overlap_us"]]                             # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from labcore.sim import topologies
+from labcore.sim.engine import run
+from labcore.sim.schedules import ALGORITHMS, build
+from labcore.sim.topology import Graph, Topology
+
+__all__ = ["replay", "Replay", "recorded_timeline", "nccl_algorithm", "TUNER_MACHINE"]
+
+# Preset names whose machine NCCL's tuner models (labcore.sim.tuner.MACHINES).
+TUNER_MACHINE = {"nvswitch8": "nvswitch8", "multinode": "multinode", "pcie8": "pcie8"}
+# Link kinds that identify the real-machine presets when a topology object is passed.
+_KIND_MACHINE = (("nic", "multinode"), ("nvls", "nvswitch8"), ("pcie", "pcie8"))
+# Without a tuner (uniform, calibrated...): the bandwidth-optimal algorithm of each op.
+_DEFAULT = {"all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring", "broadcast": "chain",
+            "all_to_all": "pairwise", "reduce": "binomial"}
+# How the simulator plays NCCL's algorithms, per op (protocols are not simulated).
+_NCCL_TO_SIM = {"Ring": {"all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring",
+                         "broadcast": "chain"},
+                "Tree": {"all_reduce": "double_tree"}, "NVLS": {"all_reduce": "nvls"}}
+_NO_SCHEDULE = {"send": "point-to-point: the simulator has no send/recv schedule",
+                "recv": "point-to-point: the simulator has no send/recv schedule",
+                "barrier": "a barrier carries no data; the simulator has no barrier",
+                "scatter": "the simulator has no scatter schedule",
+                "gather": "the simulator has no gather schedule"}
+
+
+def nccl_algorithm(op: str, nbytes: float, ranks: int, nodes: int, machine: str) -> tuple[str | None, str]:
+    """The simulator algorithm that plays what NCCL's tuner picks, and NCCL's name for the pick.
+
+    ``machine`` names a :data:`labcore.sim.tuner.MACHINES` entry; it is resized to ``ranks``
+    GPUs on ``nodes`` nodes. Returns ``(None, why)`` when the simulator has no schedule for
+    NCCL's pick (NCCL reduces with a ring; the simulator only with a binomial tree). This is
+    the one place the replay calls the tuner.
+
+    Example
+    -------
+    >>> nccl_algorithm("all_reduce", 1 << 30, 8, 1, "nvswitch8")
+    ('nvls', 'NVLS/Simple')
+    """
+    from labcore.sim import tuner
+
+    estimate = tuner.predict(op, nbytes, tuner.MACHINES[machine].with_ranks(ranks, nodes))
+    algorithm = _NCCL_TO_SIM.get(estimate.algorithm, {}).get(op)
+    if algorithm is None:
+        return None, (f"NCCL's tuner picks {estimate.name} for {op}, which the simulator lacks; name one with "
+                      f"algorithm={{'{op}': '{sorted(ALGORITHMS.get(op, {'?': 0}))[0]}'}}")
+    return algorithm, estimate.name
+
+
+class _Placed(Topology):
+    """The ranks of one group, placed on chosen ranks of a bigger topology (switches kept)."""
+
+    def __init__(self, base: Topology, ranks: list[int]):
+        self.base, self.placed = base, np.asarray(ranks, dtype=np.int64)
+        self.name = base.name
+        self.ranks, self.switch_agents = len(ranks), base.switch_agents
+        self.bandwidth, self.latency, self.launch_s = base.bandwidth, base.latency, base.launch_s
+        self._agent = np.concatenate([self.placed, base.ranks + np.arange(base.switch_agents)])
+        self.gamma = base.gamma[self._agent]
+        _, self.node_of = np.unique(base.node_of[self.placed], return_inverse=True)
+        self.notes = base.notes
+
+    def routes(self, src, dst):
+        return self.base.routes(self._agent[np.asarray(src)], self._agent[np.asarray(dst)])
+
+    def link_label(self, link: int) -> str:
+        return self.base.link_label(link)
+
+
+@dataclass
+class Replay:
+    """What a recording's communication costs on one topology.
+
+    Attributes
+    ----------
+    collectives : DataFrame, one row per collective (the same call on every rank of its group is
+        one row): step, op, bytes, group, seq, ranks (how many take part in the replay), nodes,
+        algorithm (simulator), nccl (the tuner's pick, "named" or "default"), predicted_us,
+        recorded_us (median over ranks), status ("simulated" or "not simulated: why").
+    steps : DataFrame per step: recorded_us (slowest rank), compute_us, comm_us (sum of predicted
+        collectives), serial_us (compute + comm), overlap_us (the step model above),
+        hidden_us (serial - overlap), not_simulated (count) and not_simulated_us (their recorded time).
+    timeline : DataFrame for figures: rank, step, lane ("compute" or a group's stream), name,
+        start_s, end_s (seconds from the step's start), predicted with overlap.
+    topology, world_size, algorithm : what was replayed on.
+    """
+
+    collectives: "object"
+    steps: "object"
+    timeline: "object"
+    topology: str
+    world_size: int
+    algorithm: object
+    notes: list = field(default_factory=list)
+
+    @property
+    def serial_s(self) -> float:
+        """Total of all steps with no overlap, seconds."""
+        return float(self.steps["serial_us"].sum()) / 1e6
+
+    @property
+    def overlap_s(self) -> float:
+        """Total of all steps with overlap, seconds."""
+        return float(self.steps["overlap_us"].sum()) / 1e6
+
+    @property
+    def comm_s(self) -> float:
+        """Sum of every simulated collective, seconds (what ``serial_s`` adds to compute)."""
+        return float(self.steps["comm_us"].sum()) / 1e6
+
+    @property
+    def not_simulated(self):
+        """The collectives the simulator could not play, with the reason."""
+        c = self.collectives
+        return c[c["status"] != "simulated"]
+
+    def __repr__(self) -> str:
+        skipped = len(self.not_simulated)
+        return (f"<Replay on {self.topology!r}, {self.world_size} ranks: {len(self.steps)} step(s), "
+                f"serial {self.serial_s * 1e3:.3f} ms, overlapped {self.overlap_s * 1e3:.3f} ms"
+                + (f", {skipped} collective(s) not simulated>" if skipped else ">"))
+
+
+def _resolve_topology(topology, world_size: int | None, recorded: int):
+    """(topology object, tuner machine name or None, label)."""
+    if isinstance(topology, str):
+        if topology not in topologies.PRESETS:
+            raise ValueError(f"unknown topology {topology!r}; choose one of {', '.join(topologies.PRESETS)} "
+                             "or pass a topology object")
+        topo = topologies.preset(topology, world_size) if world_size else topologies.preset(topology)
+        return topo, TUNER_MACHINE.get(topology), topology
+    if hasattr(topology, "params") and hasattr(topology, "fits"):           # a Calibration
+        ranks = world_size or recorded
+        return topologies.calibrated(topology, ranks), None, f"calibrated ({ranks} ranks)"
+    if not isinstance(topology, Topology):
+        raise TypeError(f"topology must be a preset name, a labcore.sim topology or a Calibration, not "
+                        f"{type(topology).__name__}")
+    machine = None
+    if isinstance(topology, Graph):
+        kinds = {link.kind for link in topology.links}
+        machine = next((m for kind, m in _KIND_MACHINE if kind in kinds), None)
+    return topology, machine, topology.name
+
+
+def _check_algorithm(algorithm, ops: set[str]):
+    if algorithm == "auto":
+        return
+    if isinstance(algorithm, str):
+        if not any(algorithm in ALGORITHMS.get(op, {}) for op in ops):
+            have = {op: sorted(ALGORITHMS[op]) for op in sorted(ops) if op in ALGORITHMS}
+            raise ValueError(f"no op in this recording has a {algorithm!r} algorithm in the simulator; choose "
+                             f"'auto' or one of {have}")
+        return
+    if not isinstance(algorithm, dict):
+        raise TypeError("algorithm is 'auto', an algorithm name, or a dict {op: algorithm}")
+    for op, name in algorithm.items():
+        if op not in ALGORITHMS:
+            raise ValueError(f"the simulator has no {op!r} collective; it has {', '.join(ALGORITHMS)}")
+        if name not in ALGORITHMS[op] and name != "auto":
+            raise ValueError(f"the simulator has no {name!r} algorithm for {op}; choose one of "
+                             f"{', '.join(sorted(ALGORITHMS[op]))}")
+
+
+def _choose(op, nbytes, n, nodes, algorithm, machine):
+    """(simulator algorithm or None, label or reason)."""
+    named = algorithm.get(op, "auto") if isinstance(algorithm, dict) else algorithm
+    if named != "auto" and named in ALGORITHMS.get(op, {}):
+        return named, "named"
+    if machine is not None and op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"):
+        return nccl_algorithm(op, nbytes, n, nodes, machine)
+    return _DEFAULT[op], "default"
+
+
+def _check_recording(recording, world_size, topo, placement):
+    if isinstance(recording, (list, tuple)):
+        raise TypeError("replay takes one Recording; join the ranks' recordings first: "
+                        "lc.live.combine(cl.run(fn))")
+    if not all(hasattr(recording, a) for a in ("frame", "scopes", "steps", "world_size")):
+        raise TypeError(f"replay takes a Recording (lc.live.record ... rec.recording()), not "
+                        f"{type(recording).__name__}")
+    W = int(recording.world_size)
+    ranks_seen = set(recording.frame["rank"]) | set(recording.steps["rank"])
+    if ranks_seen and max(ranks_seen) >= W:
+        raise ValueError(f"this recording says it comes from {W} ranks but holds rank {max(ranks_seen)}: "
+                         "it mixes recordings of different clusters; replay one run's recording")
+    if topo.ranks < W:
+        raise ValueError(f"the topology {topo.name!r} has {topo.ranks} ranks, fewer than the {W} this recording "
+                         f"comes from; choose one with at least {W} (e.g. lc.sim.topologies.nvswitch({max(W, 8)}))")
+    size = len(placement) if placement is not None else world_size or topo.ranks
+    if size < W:
+        raise ValueError(f"this recording comes from {W} ranks, so it cannot be replayed as {size}; replay it "
+                         f"on {W} ranks or more, or record on {size}")
+    if topo.ranks < size:
+        raise ValueError(f"the topology {topo.name!r} has {topo.ranks} ranks, fewer than the {size} asked for; "
+                         "choose a bigger topology or a smaller world_size")
+    if world_size is not None and placement is not None and len(placement) != world_size:
+        raise ValueError(f"placement names {len(placement)} ranks but world_size is {world_size}; give one "
+                         "topology rank per replayed rank")
+    place = list(range(size)) if placement is None else [int(p) for p in placement]
+    if len(set(place)) != len(place) or min(place) < 0 or max(place) >= topo.ranks:
+        raise ValueError(f"placement must list {size} different ranks of the topology (0..{topo.ranks - 1}), "
+                         f"got {placement}")
+    return W, size, place
+
+
+def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | None = None,
+           placement=None, steps=None, compute_scale: float = 1.0) -> Replay:
+    """Predict the communication of ``recording`` on ``topology``, collective by collective.
+
+    Parameters
+    ----------
+    recording : a :class:`labcore.live.recorder.Recording` (all ranks, ``lc.live.combine``).
+    topology : a preset name (``"nvswitch8"``, ``"multinode"``, ``"pcie8"``, ``"uniform"``, ...),
+        a topology from :mod:`labcore.sim.topologies`, or a :class:`labcore.sim.Calibration`.
+        A preset name is built for ``world_size`` ranks when given (nvswitch8 for 4 ranks is a
+        4-GPU NVSwitch node), else at its own size (8, 32 for multinode).
+    algorithm : "auto" (NCCL's tuner on the presets of real machines, the ring family on
+        others), an algorithm name used for every op that has it, or ``{op: name}``.
+    world_size : ranks to replay as (default: the topology's); larger than the recording's
+        scales data parallelism (see the module docstring).
+    placement : topology rank of each replayed rank (default 0, 1, 2, ...).
+    steps : which recorded steps to replay (default all).
+    compute_scale : multiplies the recorded compute (e.g. 0.01: "if compute were 100x faster,
+        as on a GPU, how much communication would still show?").
+
+    Example
+    -------
+    >>> r = replay(recording, "multinode", algorithm="ring")            # doctest: +SKIP
+    >>> r.collectives[["op", "bytes", "algorithm", "predicted_us"]]     # doctest: +SKIP
+    """
+    import pandas as pd
+
+    topo, machine, label = _resolve_topology(topology, world_size, int(getattr(recording, "world_size", 0) or 0))
+    W, size, place = _check_recording(recording, world_size, topo, placement)
+    frame, scopes, step_frame = recording.frame, recording.scopes, recording.steps
+    if steps is not None:
+        wanted = set(int(s) for s in ([steps] if np.isscalar(steps) else steps))
+        missing = wanted - set(step_frame["step"])
+        if missing:
+            raise ValueError(f"the recording has steps {sorted(set(step_frame['step']))}, not {sorted(missing)}")
+        frame = frame[frame["step"].isin(wanted)]
+        scopes = scopes[scopes["step"].isin(wanted)]
+        step_frame = step_frame[step_frame["step"].isin(wanted)]
+    if not (isinstance(compute_scale, (int, float)) and np.isfinite(compute_scale) and compute_scale >= 0):
+        raise ValueError(f"compute_scale must be a finite number >= 0, not {compute_scale!r}")
+    _check_algorithm(algorithm, set(frame["op"]))
+    collectives, durations = _predict_all(frame, W, size, place, topo, machine, algorithm)
+    per_rank = []
+    timeline = []
+    for (rank, step), srow in step_frame.groupby(["rank", "step"]):
+        rows = frame[(frame["rank"] == rank) & (frame["step"] == step)]
+        sc = scopes[(scopes["rank"] == rank) & (scopes["step"] == step)]
+        result, lanes = _replay_rank(float(srow["start_s"].iloc[0]), float(srow["end_s"].iloc[0]), rows, sc,
+                                     durations, compute_scale)
+        per_rank.append(dict(rank=rank, step=step, **result))
+        timeline += [dict(rank=rank, step=step, **lane) for lane in lanes]
+    by_step = pd.DataFrame(per_rank).groupby("step").max(numeric_only=True).drop(columns="rank")
+    by_step["hidden_us"] = by_step["serial_us"] - by_step["overlap_us"]
+    skipped = collectives[collectives["status"] != "simulated"]
+    by_step["not_simulated"] = skipped.groupby("step").size().reindex(by_step.index, fill_value=0)
+    by_step["not_simulated_us"] = skipped.groupby("step")["recorded_us"].sum().reindex(by_step.index, fill_value=0.0)
+    notes = []
+    if size != W:
+        notes.append(f"scaled from {W} to {size} ranks: collectives over all ranks run over all {size}")
+    return Replay(collectives, by_step, pd.DataFrame(timeline), label, size, algorithm, notes)
+
+
+def _predict_all(frame, W, size, place, topo, machine, algorithm):
+    """One row per collective and {(group, seq) or row index: predicted seconds or None}."""
+    import pandas as pd
+
+    cache: dict = {}
+    rows, durations = [], {}
+    keyed = frame.assign(_key=[(g, s) if s >= 0 else ("p2p", i) for i, (g, s) in
+                               enumerate(zip(frame["group"], frame["seq"]))])
+    for key, g in keyed.groupby("_key", sort=False):
+        first = g.iloc[0]
+        op, nbytes = first["op"], float(first["bytes"])
+        ranks = list(first["group_ranks"]) if len(first["group_ranks"]) else list(range(int(first["group_size"])))
+        if sorted(ranks) == list(range(W)) and size != W:
+            ranks = list(range(size))
+        placed = [place[r] for r in ranks]
+        nodes = len(set(topo.node_of[placed].tolist()))
+        recorded_us = float(np.nanmedian(g["time_us"])) if g["time_us"].notna().any() else np.nan
+        algo, label, predicted, status = None, "", None, "simulated"
+        if op in _NO_SCHEDULE or op not in ALGORITHMS:
+            status = "not simulated: " + _NO_SCHEDULE.get(op, f"the simulator has no {op} schedule")
+        elif len(ranks) == 1:
+            algo, label, predicted = "-", "1 rank: nothing to send", 0.0
+        else:
+            algo, label = _choose(op, nbytes, len(ranks), nodes, algorithm, machine)
+            if algo is None:
+                status = "not simulated: " + label
+            else:
+                predicted, status = _simulate(cache, op, algo, placed, nbytes, topo, nodes)
+        durations[key] = predicted
+        rows.append(dict(step=int(first["step"]), op=op, bytes=int(first["bytes"]), group=first["group"],
+                         seq=int(first["seq"]), ranks=len(ranks), nodes=nodes, algorithm=algo or "",
+                         nccl=label if algo else "", predicted_us=np.nan if predicted is None else predicted * 1e6,
+                         recorded_us=recorded_us, status=status))
+    frame_keys = keyed["_key"].tolist()
+    durations = {i: durations[k] for i, k in zip(frame.index, frame_keys)}
+    return pd.DataFrame(rows), durations
+
+
+def _simulate(cache, op, algo, placed, nbytes, topo, nodes):
+    key = (op, algo, tuple(placed), nbytes)
+    if key not in cache:
+        options = {}
+        if algo == "hierarchical":
+            if len(placed) % nodes:
+                cache[key] = (None, "not simulated: hierarchical needs the same number of ranks on every node")
+                return cache[key]
+            options["gpus_per_node"] = len(placed) // nodes
+        try:
+            schedule = build(op, algo, len(placed), nbytes, **options)
+            cache[key] = (run(schedule, _Placed(topo, placed), values=False).time_s, "simulated")
+        except ValueError as err:
+            cache[key] = (None, f"not simulated: {err}")
+    return cache[key]
+
+
+def _merge(intervals: list[tuple[float, float]]) -> list[list[float]]:
+    out: list[list[float]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        elif b > a:
+            out.append([a, b])
+    return out
+
+
+def _subtract(base: list[list[float]], cut: list[list[float]]) -> list[list[float]]:
+    out = []
+    for a, b in base:
+        pieces = [[a, b]]
+        for c, d in cut:
+            nxt = []
+            for x, y in pieces:
+                if d <= x or c >= y:
+                    nxt.append([x, y])
+                    continue
+                if c > x:
+                    nxt.append([x, c])
+                if d < y:
+                    nxt.append([d, y])
+            pieces = nxt
+        out += pieces
+    return [p for p in out if p[1] > p[0]]
+
+
+def _compute_segments(S: float, E: float, rows, scopes) -> tuple[list[list[float]], np.ndarray, np.ndarray]:
+    """The recorded compute of one rank's step (see the module docstring), issue and end times."""
+    issued = rows["issued_s"].to_numpy(float)
+    end = np.where(rows["end_s"].notna(), rows["end_s"], rows["issued_s"]).astype(float)
+    overlapped = rows["overlapped"].fillna(False).to_numpy(bool)
+    flight = _merge(list(zip(issued, end)))
+    blocking = _merge([(a, b) for a, b, o in zip(issued, end, overlapped) if not o])
+    busy = _merge([(a, b) for a, b, n in zip(scopes["start_s"], scopes["end_s"], scopes["name"])
+                   if "wait" not in n.lower()])
+    compute = _merge(_subtract([[S, E]], flight) + _subtract(busy, blocking))
+    return _subtract(compute, [[-np.inf, S], [E, np.inf]]), issued, end
+
+
+def recorded_timeline(recording, rank: int | None = None, step: int = 0):
+    """The recorded step of one rank as timeline rows (the columns of :attr:`Replay.timeline`).
+
+    Example
+    -------
+    >>> recorded_timeline(recording, rank=0, step=1).head()      # doctest: +SKIP
+    """
+    import pandas as pd
+
+    rank = min(recording.ranks) if rank is None else rank
+    srow = recording.steps[(recording.steps["rank"] == rank) & (recording.steps["step"] == step)]
+    if srow.empty:
+        raise ValueError(f"rank {rank} has no step {step}; it has {sorted(set(recording.steps['step']))}")
+    S, E = float(srow["start_s"].iloc[0]), float(srow["end_s"].iloc[0])
+    f, sc = recording.frame, recording.scopes
+    rows = f[(f["rank"] == rank) & (f["step"] == step)]
+    compute, issued, end = _compute_segments(S, E, rows, sc[(sc["rank"] == rank) & (sc["step"] == step)])
+    lanes = [dict(lane="compute", name="compute", start_s=a - S, end_s=b - S) for a, b in compute]
+    start = np.where(rows["start_s"].notna(), rows["start_s"], issued)
+    lanes += [dict(lane=f"group {g}" if g else "p2p", name=op, start_s=a - S, end_s=b - S, bytes=nb)
+              for g, op, a, b, nb in zip(rows["group"], rows["op"], start, end, rows["bytes"])]
+    return pd.DataFrame([dict(rank=rank, step=step, **lane) for lane in lanes])
+
+
+def _replay_rank(S: float, E: float, rows, scopes, durations, compute_scale: float = 1.0):
+    """Serial and overlapped time of one rank's step, and its predicted timeline (see module docstring)."""
+    compute, issued, end = _compute_segments(S, E, rows, scopes)
+    overlapped = rows["overlapped"].fillna(False).to_numpy(bool)
+    pred = [durations[i] for i in rows.index]
+    comm = sum(p for p in pred if p is not None)
+    total_compute = sum(b - a for a, b in compute) * compute_scale
+    # walk the recorded timeline: compute segments and collective issues in time order
+    order = sorted([(a, 0, k) for k, (a, _) in enumerate(compute)] + [(t, 1, j) for j, t in enumerate(issued)])
+    clock, last_b = 0.0, S            # replay clock; recorded time where the last compute segment ended
+    stream_free: dict = {}
+    ends: list[tuple[float, float]] = []     # (recorded end, replayed end) of simulated collectives
+    lanes = []
+    for when, kind, k in order:
+        if kind == 0:
+            a, b = compute[k]
+            if a > last_b:       # the rank waited before this: for what ended during the wait
+                clock = max([clock] + [e2 for e1, e2 in ends if last_b <= e1 <= a])
+            span = (b - a) * compute_scale
+            lanes.append(dict(lane="compute", name="compute", start_s=clock, end_s=clock + span))
+            clock += span
+            last_b = b
+            continue
+        p = pred[k]
+        if p is None:
+            continue
+        # issued inside the segment just played: at the same point of it
+        at = clock - (last_b - when) * compute_scale if when < last_b else clock
+        g = rows["group"].iloc[k]
+        lane = f"group {g}" if g else "p2p"
+        start = max(at, stream_free.get(lane, -np.inf))
+        stream_free[lane] = start + p
+        ends.append((end[k], start + p))
+        lanes.append(dict(lane=lane, name=rows["op"].iloc[k], start_s=start, end_s=start + p,
+                          bytes=rows["bytes"].iloc[k]))
+        if not overlapped[k]:
+            clock = max(clock, start + p)
+    finish = max([clock] + [e2 for _, e2 in ends])
+    return (dict(recorded_us=(E - S) * 1e6, compute_us=total_compute * 1e6, comm_us=comm * 1e6,
+                 serial_us=(total_compute + comm) * 1e6, overlap_us=finish * 1e6), lanes)
