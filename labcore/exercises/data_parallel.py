@@ -36,7 +36,7 @@ import numpy as np
 from labcore.exercises.core import CustomExercise, Incorrect, NotAttempted, _is_blank
 
 __all__ = ["make_model", "global_batch", "local_batch", "loss_fn", "replicas_differ", "allreduce_per_parameter",
-           "allreduce_buckets", "buckets_of", "OverlappedBuckets", "train", "ddp_train", "reference_params",
+           "allreduce_buckets", "buckets_of", "OverlappedBuckets", "sgd_steps", "train", "ddp_train", "reference_params",
            "q_average", "q_buckets", "q_overlap", "q_accumulate", "q_ddp_bytes"]
 
 DIMS = (16, 32, 32, 8)
@@ -110,6 +110,25 @@ def replicas_differ(model) -> float:
     return float((mine - theirs).abs().max())
 
 
+def sgd_steps(model, steps: int = CHECK_STEPS, average: Callable | None = None, lr: float = LR,
+              first_step: int = 0) -> None:
+    """On every rank: ``steps`` SGD steps of ``model`` on this rank's slices of the batches,
+    calling ``average(model)`` between backward and the update (None: no communication)."""
+    import torch
+    import torch.distributed as dist
+
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    dims = (linears[0].in_features, linears[-1].out_features)
+    rank, n = dist.get_rank(), dist.get_world_size()
+    for step in range(first_step, first_step + steps):
+        x, y = local_batch(step, rank, n, dims=dims, dtype=linears[0].weight.dtype)
+        model.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        if average is not None:
+            average(model)
+        _sgd(model, lr)
+
+
 # -- three ways to average gradients ----------------------------------------------------------
 def allreduce_per_parameter(model) -> None:
     """One blocking all-reduce per parameter's gradient, then divide by the number of ranks."""
@@ -122,16 +141,22 @@ def allreduce_per_parameter(model) -> None:
 
 
 def buckets_of(params, bucket_bytes: int) -> list[list]:
-    """Group parameters into buckets of at most ``bucket_bytes`` (a parameter bigger than that gets
-    its own), in reverse order: the last layers' gradients are ready first in backward, as DDP does."""
+    """Group parameters into buckets the way DDP's reducer does: walk them last to first (the
+    last layers' gradients are ready first in backward) and close a bucket once it holds at least
+    ``bucket_bytes`` (torch/csrc/distributed/c10d/reducer.cpp, compute_bucket_assignment_by_size).
+
+    Example
+    -------
+    >>> [len(b) for b in buckets_of(make_model().parameters(), 6000)]
+    [4, 2]
+    """
     buckets, current, size = [], [], 0
     for p in reversed(list(params)):
-        nbytes = p.numel() * p.element_size()
-        if current and size + nbytes > bucket_bytes:
+        current.append(p)
+        size += p.numel() * p.element_size()
+        if size >= bucket_bytes:
             buckets.append(current)
             current, size = [], 0
-        current.append(p)
-        size += nbytes
     if current:
         buckets.append(current)          # the last, partly filled bucket counts too
     return buckets
@@ -654,7 +679,7 @@ def _accumulate(ddp, micro_batches):
             (loss_fn(ddp(x), y) / len(micro_batches)).backward()
 
 
-def _check_accumulate(answer, cluster=None, world_size: int = 2):
+def _check_accumulate(answer, cluster=None, world_size: int = 4):
     if not callable(answer):
         raise Incorrect("pass your function, e.g. q_accumulate.check(accumulation_step, cluster=cl).")
     results = _run_check(cluster, world_size, _train_accumulate, answer)

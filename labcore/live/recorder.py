@@ -429,6 +429,11 @@ class Recording:
     def n_steps(self) -> int:
         return int(self.steps["step"].max()) + 1 if len(self.steps) else 0
 
+    def step_times(self):
+        """Duration of every marked step, in us, on its slowest rank (pandas Series by step)."""
+        d = self.steps.assign(us=(self.steps["end_ns"] - self.steps["start_ns"]) / 1e3)
+        return d.groupby("step")["us"].max()
+
     def collectives(self, rank: int | None = None):
         """Rows of one rank (default: the lowest), without the bookkeeping ``*_ns`` columns."""
         rank = min(self.ranks) if rank is None else rank

@@ -18,6 +18,7 @@ from __future__ import annotations
 from labcore.sim import cost, topologies, tuner
 from labcore.sim.calibration import Calibration, calibrate
 from labcore.sim.engine import run
+from labcore.sim.replay import Replay, replay
 from labcore.sim.schedules import ALGORITHMS, build
 from labcore.sim.sweeps import sweep
 from labcore.sim.trace import Layout, Schedule, ScheduleError, Trace, Transfer
@@ -64,4 +65,4 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
 
 
 __all__ = ["simulate", "run", "build", "ALGORITHMS", "Schedule", "Transfer", "Layout", "Trace",
-           "ScheduleError", "topologies", "cost", "tuner", "calibrate", "Calibration", "sweep"]
+           "ScheduleError", "topologies", "cost", "tuner", "calibrate", "Calibration", "sweep", "replay", "Replay"]

@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 
 from labcore.viz.style import CHUNK_COLORS, TEMPLATE, format_bytes
 
-__all__ = ["step_timeline"]
+__all__ = ["step_timeline", "replay_slider"]
 
 _COMPUTE = "#9aa0a6"
 _OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "send", "recv",
@@ -72,4 +72,56 @@ def step_timeline(recording, replays=(), rank: int | None = None, step: int | No
                       legend={"x": 0.99, "xanchor": "right", "y": 1.0, "yanchor": "bottom",
                               "orientation": "h", "bgcolor": "rgba(255,255,255,0.8)"},
                       margin={"l": 80, "r": 20, "t": 90, "b": 50})
+    return fig
+
+
+def replay_slider(replays: dict, rank: int = 0, step: int | None = None, title: str = "",
+                  prefix: str = "") -> go.Figure:
+    """One replayed step per slider position: ``replays`` maps a label (e.g. a bucket size) to a
+    list of :class:`labcore.sim.replay.Replay` (one per topology, drawn one above the other).
+
+    The slider's label and each panel's title give the predicted step time, so moving the
+    slider shows how the choice behind the label trades latency against overlap. ``prefix``
+    names what the slider moves (e.g. "bucket size: ").
+
+    Example
+    -------
+    >>> fig = replay_slider({"64 KiB": [r_nv, r_mn], "1 MiB": [r2_nv, r2_mn]})   # doctest: +SKIP
+    """
+    labels = list(replays)
+    if not labels:
+        raise ValueError("replay_slider needs at least one labelled list of replays")
+    n_panels = len(replays[labels[0]])
+    fig = make_subplots(rows=n_panels, cols=1, shared_xaxes=True, vertical_spacing=0.12,
+                        subplot_titles=[r.topology for r in replays[labels[0]]])
+    owner, shown = [], set()
+    for k, label in enumerate(labels):
+        for row, r in enumerate(replays[label], start=1):
+            t = r.timeline
+            s = (t["step"].max() if step is None else step) if len(t) else 0
+            t = t[(t["rank"] == rank) & (t["step"] == s)]
+            for name, g in t.groupby("name", sort=False):
+                fig.add_trace(go.Bar(y=g["lane"], x=(g["end_s"] - g["start_s"]) * 1e6, base=g["start_s"] * 1e6,
+                                     orientation="h", name=name, legendgroup=name,
+                                     showlegend=k == 0 and name not in shown, visible=k == 0,
+                                     marker={"color": _colour(name)},
+                                     hovertext=[f"{name}<br>{(e - b) * 1e6:,.1f} us" for b, e in
+                                                zip(g["start_s"], g["end_s"])], hoverinfo="text"), row=row, col=1)
+                owner.append(k)
+                if k == 0:
+                    shown.add(name)
+    steps = []
+    for k, label in enumerate(labels):
+        times = [f"{r.topology}: {r.steps['overlap_us'].iloc[-1]:,.0f} us" for r in replays[label]]
+        steps.append({"method": "update", "label": str(label),
+                      "args": [{"visible": [o == k for o in owner]},
+                               {"title.text": f"{title or 'replayed step'}, {label}: " + "; ".join(times)}]})
+    first = "; ".join(f"{r.topology}: {r.steps['overlap_us'].iloc[-1]:,.0f} us" for r in replays[labels[0]])
+    fig.update_xaxes(title_text="time in the step (us, predicted)", row=n_panels, col=1)
+    fig.update_layout(template=TEMPLATE, barmode="overlay", height=200 + 170 * n_panels,
+                      title=f"{title or 'replayed step'}, {labels[0]}: {first}",
+                      sliders=[{"active": 0, "steps": steps, "currentvalue": {"prefix": prefix},
+                                "pad": {"t": 50}}],
+                      legend={"x": 0.99, "xanchor": "right", "y": 1.0, "yanchor": "bottom", "orientation": "h"},
+                      margin={"l": 80, "r": 20, "t": 100, "b": 40})
     return fig
