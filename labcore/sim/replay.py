@@ -123,7 +123,7 @@ class Replay:
     steps : DataFrame per step: recorded_us (slowest rank), compute_us, comm_us (sum of predicted
         collectives), serial_us (compute + comm), overlap_us (the step model above),
         hidden_us (serial - overlap), not_simulated (count) and not_simulated_us (their recorded time).
-    timeline : DataFrame for figures: rank, step, lane ("compute" or a group's stream), name,
+    timeline : DataFrame for figures: rank, step, lane ("compute", or "comm, group G" for a group's stream), name,
         start_s, end_s (seconds from the step's start), predicted with overlap.
     topology, world_size, algorithm : what was replayed on.
     """
@@ -424,7 +424,7 @@ def recorded_timeline(recording, rank: int | None = None, step: int = 0):
     compute, issued, end = _compute_segments(S, E, rows, sc[(sc["rank"] == rank) & (sc["step"] == step)])
     lanes = [dict(lane="compute", name="compute", start_s=a - S, end_s=b - S) for a, b in compute]
     start = np.where(rows["start_s"].notna(), rows["start_s"], issued)
-    lanes += [dict(lane=f"group {g}" if g else "p2p", name=op, start_s=a - S, end_s=b - S, bytes=nb)
+    lanes += [dict(lane=f"comm, group {g}" if g else "p2p", name=op, start_s=a - S, end_s=b - S, bytes=nb)
               for g, op, a, b, nb in zip(rows["group"], rows["op"], start, end, rows["bytes"])]
     return pd.DataFrame([dict(rank=rank, step=step, **lane) for lane in lanes])
 
@@ -458,7 +458,7 @@ def _replay_rank(S: float, E: float, rows, scopes, durations, compute_scale: flo
         # issued inside the segment just played: at the same point of it
         at = clock - (last_b - when) * compute_scale if when < last_b else clock
         g = rows["group"].iloc[k]
-        lane = f"group {g}" if g else "p2p"
+        lane = f"comm, group {g}" if g else "p2p"
         start = max(at, stream_free.get(lane, -np.inf))
         stream_free[lane] = start + p
         ends.append((end[k], start + p))

@@ -110,6 +110,8 @@ def replay_slider(replays: dict, rank: int = 0, step: int | None = None, title: 
                 owner.append(k)
                 if k == 0:
                     shown.add(name)
+            lanes = ["compute"] + sorted(set(t["lane"]) - {"compute"})
+            fig.update_yaxes(categoryorder="array", categoryarray=lanes[::-1], row=row, col=1)
     steps = []
     for k, label in enumerate(labels):
         times = [f"{r.topology}: {r.steps['overlap_us'].iloc[-1]:,.0f} us" for r in replays[label]]
