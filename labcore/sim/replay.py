@@ -125,7 +125,8 @@ class Replay:
         hidden_us (serial - overlap), not_simulated (count) and not_simulated_us (their recorded time).
     timeline : DataFrame for figures: rank, step, lane ("compute", or "comm, group G" for a group's stream), name,
         start_s, end_s (seconds from the step's start), predicted with overlap.
-    topology, world_size, algorithm : what was replayed on.
+    topology, world_size, algorithm, placement, compute_scale : what was replayed on, and how;
+        ``label`` says it in words.
     """
 
     collectives: "object"
@@ -135,6 +136,18 @@ class Replay:
     world_size: int
     algorithm: object
     notes: list = field(default_factory=list)
+    placement: tuple = ()
+    compute_scale: float = 1.0
+
+    @property
+    def label(self) -> str:
+        """Topology, ranks, and what differs from the defaults (placement, compute scale)."""
+        text = f"{self.topology}, {self.world_size} ranks"
+        if self.placement and list(self.placement) != list(range(self.world_size)):
+            text += f" on {list(self.placement)}"
+        if self.compute_scale != 1.0:
+            text += f", compute x {self.compute_scale:g}"
+        return text
 
     @property
     def serial_s(self) -> float:
@@ -159,7 +172,7 @@ class Replay:
 
     def __repr__(self) -> str:
         skipped = len(self.not_simulated)
-        return (f"<Replay on {self.topology!r}, {self.world_size} ranks: {len(self.steps)} step(s), "
+        return (f"<Replay on {self.label}: {len(self.steps)} step(s), "
                 f"serial {self.serial_s * 1e3:.3f} ms, overlapped {self.overlap_s * 1e3:.3f} ms"
                 + (f", {skipped} collective(s) not simulated>" if skipped else ">"))
 
@@ -305,7 +318,8 @@ def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | 
     notes = []
     if size != W:
         notes.append(f"scaled from {W} to {size} ranks: collectives over all ranks run over all {size}")
-    return Replay(collectives, by_step, pd.DataFrame(timeline), label, size, algorithm, notes)
+    return Replay(collectives, by_step, pd.DataFrame(timeline), label, size, algorithm, notes, tuple(place),
+                  float(compute_scale))
 
 
 def _predict_all(frame, W, size, place, topo, machine, algorithm):

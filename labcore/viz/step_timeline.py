@@ -31,7 +31,7 @@ def _colour(name: str) -> str:
 
 
 def step_timeline(recording, replays=(), rank: int | None = None, step: int | None = None,
-                  title: str | None = None) -> go.Figure:
+                  title: str | None = None, shared_x: bool = True) -> go.Figure:
     """Recorded step of ``rank`` beside its replay on each of ``replays``.
 
     Parameters
@@ -41,6 +41,8 @@ def step_timeline(recording, replays=(), rank: int | None = None, step: int | No
     rank : which rank (default: the lowest).
     step : which step (default: the last one, usually warm).
     title : figure title.
+    shared_x : one time axis for all panels (compute keeps its length, so what moves is the
+        communication); False gives each panel its own, for predictions much shorter than the recording.
     """
     from labcore.sim.replay import recorded_timeline
 
@@ -50,8 +52,8 @@ def step_timeline(recording, replays=(), rank: int | None = None, step: int | No
                recorded_timeline(recording, rank, step))]
     for r in replays:
         t = r.timeline
-        panels.append((f"replayed: {r.topology}, {r.world_size} ranks", t[(t["rank"] == rank) & (t["step"] == step)]))
-    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.09,
+        panels.append((f"replayed: {r.label}", t[(t["rank"] == rank) & (t["step"] == step)]))
+    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=shared_x, vertical_spacing=0.12 if not shared_x else 0.09,
                         subplot_titles=[p[0] for p in panels])
     shown = set()
     for row, (_, t) in enumerate(panels, start=1):
@@ -67,7 +69,7 @@ def step_timeline(recording, replays=(), rank: int | None = None, step: int | No
             shown.add(name)
         fig.update_yaxes(categoryorder="array", categoryarray=lanes[::-1], row=row, col=1)
     fig.update_xaxes(title_text="time in the step (ms)", row=len(panels), col=1)
-    fig.update_layout(template=TEMPLATE, barmode="overlay", height=170 + 150 * len(panels),
+    fig.update_layout(template=TEMPLATE, barmode="overlay", height=170 + (150 if shared_x else 175) * len(panels),
                       title=title or f"step {step}, rank {rank}: {recording.name}",
                       legend={"x": 0.99, "xanchor": "right", "y": 1.0, "yanchor": "bottom",
                               "orientation": "h", "bgcolor": "rgba(255,255,255,0.8)"},
@@ -93,7 +95,7 @@ def replay_slider(replays: dict, rank: int = 0, step: int | None = None, title: 
         raise ValueError("replay_slider needs at least one labelled list of replays")
     n_panels = len(replays[labels[0]])
     fig = make_subplots(rows=n_panels, cols=1, shared_xaxes=True, vertical_spacing=0.12,
-                        subplot_titles=[r.topology for r in replays[labels[0]]])
+                        subplot_titles=[r.label for r in replays[labels[0]]])
     owner, shown = [], set()
     for k, label in enumerate(labels):
         for row, r in enumerate(replays[label], start=1):
