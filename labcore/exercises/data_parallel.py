@@ -362,7 +362,7 @@ def _cluster(cluster, world_size: int):
     return get_cluster(world_size)
 
 
-def _run_check(cluster, world_size: int, fn, *args, timeout: float = 60.0):
+def _run_check(cluster, world_size: int, fn, *args, timeout: float = 30.0):
     """Run ``fn(*args)`` on every rank; turn a hang or a rank's error into feedback."""
     from labcore.live.errors import ClusterError, CollectiveTimeout
 
@@ -410,10 +410,10 @@ def _compare(results: list, world_size: int, what: str = "your gradient averagin
 
 
 # (1) one all-reduce per parameter
-def _check_average(answer, cluster=None, world_size: int = 4):
+def _check_average(answer, cluster=None, world_size: int = 4, timeout: float = 30.0):
     if not callable(answer):
         raise Incorrect("pass your function, e.g. q_average.check(average_gradients, cluster=cl).")
-    return _compare(_run_check(cluster, world_size, train, answer), world_size)
+    return _compare(_run_check(cluster, world_size, train, answer, timeout=timeout), world_size)
 
 
 def _no_divide(model):
@@ -462,10 +462,10 @@ def _train_and_count(fn, bucket_bytes: int):
     return params, grad_bytes, reduced.to_dict(), calls.to_dict()
 
 
-def _check_buckets(answer, cluster=None, world_size: int = 4, bucket_bytes: int = 6000):
+def _check_buckets(answer, cluster=None, world_size: int = 4, bucket_bytes: int = 6000, timeout: float = 30.0):
     if not callable(answer):
         raise Incorrect("pass your function, e.g. q_buckets.check(average_buckets, cluster=cl).")
-    results = _run_check(cluster, world_size, _train_and_count, answer, bucket_bytes)
+    results = _run_check(cluster, world_size, _train_and_count, answer, bucket_bytes, timeout=timeout)
     params, grad_bytes, reduced, calls = results[0][0], results[0][1], results[0][2], results[0][3]
     per_step = reduced.get(0, 0)
     n_calls = calls.get(0, 0)
@@ -588,7 +588,7 @@ def _train_overlapped(launch, finish, bucket_bytes: int):
             int((frame["op"] == "all_reduce").sum()))
 
 
-def _check_overlap(answer, cluster=None, world_size: int = 4, bucket_bytes: int = 6000):
+def _check_overlap(answer, cluster=None, world_size: int = 4, bucket_bytes: int = 6000, timeout: float = 30.0):
     if not (isinstance(answer, (tuple, list)) and len(answer) == 2):
         raise Incorrect("pass your two functions as a pair: q_overlap.check((launch, finish), cluster=cl).")
     launch, finish = answer
@@ -596,7 +596,7 @@ def _check_overlap(answer, cluster=None, world_size: int = 4, bucket_bytes: int 
         raise NotAttempted()
     if not (callable(launch) and callable(finish)):
         raise Incorrect("both launch and finish must be functions.")
-    results = _run_check(cluster, world_size, _train_overlapped, launch, finish, bucket_bytes)
+    results = _run_check(cluster, world_size, _train_overlapped, launch, finish, bucket_bytes, timeout=timeout)
     no_handle = max(r[1] for r in results)
     unwaited = max(r[2] for r in results)
     if no_handle:
@@ -680,10 +680,10 @@ def _accumulate(ddp, micro_batches):
             (loss_fn(ddp(x), y) / len(micro_batches)).backward()
 
 
-def _check_accumulate(answer, cluster=None, world_size: int = 4):
+def _check_accumulate(answer, cluster=None, world_size: int = 4, timeout: float = 30.0):
     if not callable(answer):
         raise Incorrect("pass your function, e.g. q_accumulate.check(accumulation_step, cluster=cl).")
-    results = _run_check(cluster, world_size, _train_accumulate, answer)
+    results = _run_check(cluster, world_size, _train_accumulate, answer, timeout=timeout)
     calls, micro = results[0][1], results[0][2]
     if min(calls) == 0:
         raise Incorrect("the recorder saw a step with no all-reduce at all: the gradients were never "

@@ -558,12 +558,12 @@ def _sharded_step_on_rank(step_fn):
     return _flat(model), ops
 
 
-def _check_sharded_step(answer, cluster=None, world_size: int = 4):
+def _check_sharded_step(answer, cluster=None, world_size: int = 4, timeout: float = 30.0):
     import torch
 
     if not callable(answer):
         raise Incorrect("pass your function, e.g. q_sharded_step.check(zero_step, cluster=cl).")
-    results = _run_check(cluster, world_size, _sharded_step_on_rank, answer)
+    results = _run_check(cluster, world_size, _sharded_step_on_rank, answer, timeout=timeout)
     ops = results[0][1]
     if "all_reduce" in ops:
         raise Incorrect(f"the recorder counted all-reduces ({ops['all_reduce']} bytes over {CHECK_STEPS} steps) "
@@ -659,12 +659,12 @@ def _zero3_on_rank(fn):
     return full, len(gathers), int(gathers["bytes"].sum()), int((first["op"] == "reduce_scatter").sum())
 
 
-def _check_zero3(answer, cluster=None, world_size: int = 4):
+def _check_zero3(answer, cluster=None, world_size: int = 4, timeout: float = 30.0):
     import torch
 
     if not (isinstance(answer, type) and hasattr(answer, "forward") and hasattr(answer, "backward")):
         raise Incorrect("pass your class with forward and backward, e.g. q_zero3_layer.check(MyZero3Linear, cluster=cl).")
-    results = _run_check(cluster, world_size, _zero3_on_rank, answer)
+    results = _run_check(cluster, world_size, _zero3_on_rank, answer, timeout=timeout)
     layers = sum(1 for m in make_model() if isinstance(m, torch.nn.Linear))
     psi_bytes = sum(padded_numel(p.numel(), world_size) * p.element_size() for p in make_model().parameters())
     calls, gathered = results[0][1], results[0][2]
@@ -785,12 +785,12 @@ q_zero3_volume = CustomExercise(
 
 
 # (5) row-parallel layer: all-reduce, not all-gather
-def _check_row_parallel(answer, cluster=None, world_size: int = 4):
+def _check_row_parallel(answer, cluster=None, world_size: int = 4, timeout: float = 30.0):
     import torch
 
     if not callable(answer):
         raise Incorrect("pass your function, e.g. q_row_parallel.check(my_row_parallel, cluster=cl).")
-    results = _run_check(cluster, world_size, tp_mlp, answer)
+    results = _run_check(cluster, world_size, tp_mlp, answer, timeout=timeout)
     r0 = results[0]
     y, ref = r0["y"], r0["y_ref"]
     ops = set(r0["recording"].collectives()["op"])      # forward and backward together

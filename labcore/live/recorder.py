@@ -34,8 +34,11 @@ everything that reaches a process group, whoever calls it:
   costs about 9 us per op when the profiler stops, 20% of a small DDP step.
 
 So the recorder does not read the ``async_op`` argument; it reports what asynchrony buys:
-``overlapped`` is True when the rank went on working (computed, issued more) while the
-collective ran. NCCL ranks read start and end from the flight recorder instead (CUDA events,
+``overlapped`` is True when the rank went on working while the collective ran: it issued another
+collective, or entered a compute scope the profiler records (an autograd node in backward, a
+``torch.profiler.record_function`` scope such as DDP's forward, an optimizer's step or FSDP's
+phases). Forward compute outside any scope is invisible to it: wrap it in
+``record_function("...")`` to have it count. NCCL ranks read start and end from the flight recorder instead (CUDA events,
 ``TORCH_NCCL_ENABLE_TIMING=1``; without it only the issue time is known).
 
 Two gloo facts show up in recordings: gloo runs ``reduce_scatter`` as an all-reduce of the

@@ -234,24 +234,27 @@ def _check_recording(recording, world_size, topo, placement):
     if not all(hasattr(recording, a) for a in ("frame", "scopes", "steps", "world_size")):
         raise TypeError(f"replay takes a Recording (lc.live.record ... rec.recording()), not "
                         f"{type(recording).__name__}")
+    if world_size is not None and (isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1):
+        raise ValueError(f"world_size must be a positive number of ranks, not {world_size!r}")
     W = int(recording.world_size)
     ranks_seen = set(recording.frame["rank"]) | set(recording.steps["rank"])
     if ranks_seen and max(ranks_seen) >= W:
         raise ValueError(f"this recording says it comes from {W} ranks but holds rank {max(ranks_seen)}: "
                          "it mixes recordings of different clusters; replay one run's recording")
-    if topo.ranks < W:
-        raise ValueError(f"the topology {topo.name!r} has {topo.ranks} ranks, fewer than the {W} this recording "
-                         f"comes from; choose one with at least {W} (e.g. lc.sim.topologies.nvswitch({max(W, 8)}))")
-    size = len(placement) if placement is not None else world_size or topo.ranks
-    if size < W:
-        raise ValueError(f"this recording comes from {W} ranks, so it cannot be replayed as {size}; replay it "
-                         f"on {W} ranks or more, or record on {size}")
-    if topo.ranks < size:
-        raise ValueError(f"the topology {topo.name!r} has {topo.ranks} ranks, fewer than the {size} asked for; "
-                         "choose a bigger topology or a smaller world_size")
     if world_size is not None and placement is not None and len(placement) != world_size:
         raise ValueError(f"placement names {len(placement)} ranks but world_size is {world_size}; give one "
                          "topology rank per replayed rank")
+    asked = len(placement) if placement is not None else world_size
+    if asked is not None and asked < W:
+        raise ValueError(f"this recording comes from {W} ranks, so it cannot be replayed as {asked}; replay it "
+                         f"on {W} ranks or more, or record on {asked}")
+    if topo.ranks < W:
+        raise ValueError(f"the topology {topo.name!r} has {topo.ranks} ranks, fewer than the {W} this recording "
+                         f"comes from; choose one with at least {W} (e.g. lc.sim.topologies.nvswitch({max(W, 8)}))")
+    size = asked or topo.ranks
+    if topo.ranks < size:
+        raise ValueError(f"the topology {topo.name!r} has {topo.ranks} ranks, fewer than the {size} asked for; "
+                         "choose a bigger topology or a smaller world_size")
     place = list(range(size)) if placement is None else [int(p) for p in placement]
     if len(set(place)) != len(place) or min(place) < 0 or max(place) >= topo.ranks:
         raise ValueError(f"placement must list {size} different ranks of the topology (0..{topo.ranks - 1}), "
