@@ -175,12 +175,16 @@ def _start_profiler() -> None:
         _enable_profiler(_profiler_config(), activities, {RecordScope.USER_SCOPE, RecordScope.BACKWARD_FUNCTION})
 
 
-def _stop_profiler() -> list[tuple]:
-    """The profiler's events as (name, thread, start_ns, end_ns, shapes, dtypes)."""
+def _stop_profiler():
+    """Stop the profiler; its result is read later (:func:`_events`), outside the recorded step."""
     from torch._C._autograd import _disable_profiler
 
     with _quiet_stderr():
-        result = _disable_profiler()
+        return _disable_profiler()
+
+
+def _events(result) -> list[tuple]:
+    """The profiler's events as (name, thread, start_ns, end_ns, shapes, dtypes)."""
     return [(e.name(), e.start_thread_id(), e.start_ns(), e.end_ns(), [list(s) for s in e.shapes()],
              list(e.dtypes())) for e in result.events()]
 
@@ -204,6 +208,7 @@ class Recorder:
         self._t0 = self._t1 = None
         self._steps: list[tuple[int, int]] = []
         self._events: list[tuple] = []
+        self._profile = None
         self._result: Recording | None = None
 
     def __enter__(self) -> "Recorder":
@@ -223,7 +228,7 @@ class Recorder:
 
     def __exit__(self, *exc) -> None:
         self._t1 = time.time_ns()
-        self._events = _stop_profiler()
+        self._profile = _stop_profiler()
         import torch.distributed as dist
         from torch.distributed.distributed_c10d import _world
 
@@ -251,6 +256,7 @@ class Recorder:
             import torch
 
             dump = pickle.loads(torch._C._distributed_c10d._dump_fr_trace())
+            self._events, self._profile = _events(self._profile), None
             self._result = _build(self, dump.get("entries", []))
         return self._result
 

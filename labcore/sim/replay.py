@@ -304,13 +304,17 @@ def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | 
         raise ValueError(f"compute_scale must be a finite number >= 0, not {compute_scale!r}")
     _check_algorithm(algorithm, set(frame["op"]))
     collectives, durations = _predict_all(frame, W, size, place, topo, machine, algorithm)
-    per_rank = []
-    timeline = []
-    for (rank, step), srow in step_frame.groupby(["rank", "step"]):
-        rows = frame[(frame["rank"] == rank) & (frame["step"] == step)]
-        sc = scopes[(scopes["rank"] == rank) & (scopes["step"] == step)]
-        result, lanes = _replay_rank(float(srow["start_s"].iloc[0]), float(srow["end_s"].iloc[0]), rows, sc,
-                                     durations, compute_scale)
+    by_rank_step = frame.groupby(["rank", "step"]).indices
+    scopes_by = scopes.groupby(["rank", "step"]).indices
+    columns = {c: frame[c].to_numpy() for c in ("issued_s", "end_s", "overlapped", "group", "op", "bytes")}
+    scope_cols = {c: scopes[c].to_numpy() for c in ("start_s", "end_s", "name")}
+    pred = np.array([durations[i] for i in frame.index], dtype=object)
+    per_rank, timeline = [], []
+    for rank, step, start, end in step_frame[["rank", "step", "start_s", "end_s"]].itertuples(index=False):
+        rows = by_rank_step.get((rank, step), np.zeros(0, dtype=np.int64))
+        sc = scopes_by.get((rank, step), np.zeros(0, dtype=np.int64))
+        result, lanes = _replay_rank(float(start), float(end), {c: v[rows] for c, v in columns.items()},
+                                     {c: v[sc] for c, v in scope_cols.items()}, list(pred[rows]), compute_scale)
         per_rank.append(dict(rank=rank, step=step, **result))
         timeline += [dict(rank=rank, step=step, **lane) for lane in lanes]
     by_step = pd.DataFrame(per_rank).groupby("step").max(numeric_only=True).drop(columns="rank")
@@ -330,18 +334,23 @@ def _predict_all(frame, W, size, place, topo, machine, algorithm):
     import pandas as pd
 
     cache: dict = {}
-    rows, durations = [], {}
-    keyed = frame.assign(_key=[(g, s) if s >= 0 else ("p2p", i) for i, (g, s) in
-                               enumerate(zip(frame["group"], frame["seq"]))])
-    for key, g in keyed.groupby("_key", sort=False):
-        first = g.iloc[0]
-        op, nbytes = first["op"], float(first["bytes"])
-        ranks = list(first["group_ranks"]) if len(first["group_ranks"]) else list(range(int(first["group_size"])))
+    rows, by_key = [], {}
+    cols = {c: frame[c].tolist() for c in ("group", "seq", "op", "bytes", "group_ranks", "group_size", "step",
+                                          "time_us")}
+    keys = [(g, q) if q >= 0 else ("p2p", i) for i, (g, q) in enumerate(zip(cols["group"], cols["seq"]))]
+    members: dict = {}
+    for i, key in enumerate(keys):
+        members.setdefault(key, []).append(i)
+    for key, idx in members.items():
+        i = idx[0]
+        op, nbytes = cols["op"][i], float(cols["bytes"][i])
+        ranks = list(cols["group_ranks"][i]) or list(range(int(cols["group_size"][i])))
         if sorted(ranks) == list(range(W)) and size != W:
             ranks = list(range(size))
         placed = [place[r] for r in ranks]
         nodes = len(set(topo.node_of[placed].tolist()))
-        recorded_us = float(np.nanmedian(g["time_us"])) if g["time_us"].notna().any() else np.nan
+        times = np.array([cols["time_us"][j] for j in idx], dtype=float)
+        recorded_us = float(np.nanmedian(times)) if np.isfinite(times).any() else np.nan
         algo, label, predicted, status = None, "", None, "simulated"
         if op in _NO_SCHEDULE or op not in ALGORITHMS:
             status = "not simulated: " + _NO_SCHEDULE.get(op, f"the simulator has no {op} schedule")
@@ -353,13 +362,12 @@ def _predict_all(frame, W, size, place, topo, machine, algorithm):
                 status = "not simulated: " + label
             else:
                 predicted, status = _simulate(cache, op, algo, placed, nbytes, topo, nodes)
-        durations[key] = predicted
-        rows.append(dict(step=int(first["step"]), op=op, bytes=int(first["bytes"]), group=first["group"],
-                         seq=int(first["seq"]), ranks=len(ranks), nodes=nodes, algorithm=algo or "",
+        by_key[key] = predicted
+        rows.append(dict(step=int(cols["step"][i]), op=op, bytes=int(cols["bytes"][i]), group=cols["group"][i],
+                         seq=int(cols["seq"][i]), ranks=len(ranks), nodes=nodes, algorithm=algo or "",
                          nccl=label if algo else "", predicted_us=np.nan if predicted is None else predicted * 1e6,
                          recorded_us=recorded_us, status=status))
-    frame_keys = keyed["_key"].tolist()
-    durations = {i: durations[k] for i, k in zip(frame.index, frame_keys)}
+    durations = {index: by_key[key] for index, key in zip(frame.index, keys)}
     return pd.DataFrame(rows), durations
 
 
@@ -409,11 +417,18 @@ def _subtract(base: list[list[float]], cut: list[list[float]]) -> list[list[floa
     return [p for p in out if p[1] > p[0]]
 
 
+def _overlapped(values) -> np.ndarray:
+    return np.array([bool(v) if v is not None and v == v else False for v in values], dtype=bool)
+
+
 def _compute_segments(S: float, E: float, rows, scopes) -> tuple[list[list[float]], np.ndarray, np.ndarray]:
-    """The recorded compute of one rank's step (see the module docstring), issue and end times."""
-    issued = rows["issued_s"].to_numpy(float)
-    end = np.where(rows["end_s"].notna(), rows["end_s"], rows["issued_s"]).astype(float)
-    overlapped = rows["overlapped"].fillna(False).to_numpy(bool)
+    """The recorded compute of one rank's step (see the module docstring), issue and end times.
+
+    ``rows`` and ``scopes`` map column names to arrays (one rank's step)."""
+    issued = np.asarray(rows["issued_s"], dtype=float)
+    end = np.asarray(rows["end_s"], dtype=float)
+    end = np.where(np.isnan(end), issued, end)
+    overlapped = _overlapped(rows["overlapped"])
     flight = _merge(list(zip(issued, end)))
     blocking = _merge([(a, b) for a, b, o in zip(issued, end, overlapped) if not o])
     busy = _merge([(a, b) for a, b, n in zip(scopes["start_s"], scopes["end_s"], scopes["name"])
@@ -438,7 +453,9 @@ def recorded_timeline(recording, rank: int | None = None, step: int = 0):
     S, E = float(srow["start_s"].iloc[0]), float(srow["end_s"].iloc[0])
     f, sc = recording.frame, recording.scopes
     rows = f[(f["rank"] == rank) & (f["step"] == step)]
-    compute, issued, end = _compute_segments(S, E, rows, sc[(sc["rank"] == rank) & (sc["step"] == step)])
+    sc = sc[(sc["rank"] == rank) & (sc["step"] == step)]
+    compute, issued, end = _compute_segments(S, E, {c: rows[c].to_numpy() for c in rows},
+                                             {c: sc[c].to_numpy() for c in sc})
     lanes = [dict(lane="compute", name="compute", start_s=a - S, end_s=b - S) for a, b in compute]
     start = np.where(rows["start_s"].notna(), rows["start_s"], issued)
     lanes += [dict(lane=f"comm, group {g}" if g else "p2p", name=op, start_s=a - S, end_s=b - S, bytes=nb)
@@ -446,11 +463,13 @@ def recorded_timeline(recording, rank: int | None = None, step: int = 0):
     return pd.DataFrame([dict(rank=rank, step=step, **lane) for lane in lanes])
 
 
-def _replay_rank(S: float, E: float, rows, scopes, durations, compute_scale: float = 1.0):
-    """Serial and overlapped time of one rank's step, and its predicted timeline (see module docstring)."""
+def _replay_rank(S: float, E: float, rows, scopes, pred, compute_scale: float = 1.0):
+    """Serial and overlapped time of one rank's step, and its predicted timeline (see module docstring).
+
+    ``rows`` and ``scopes`` map column names to arrays; ``pred`` is each row's predicted seconds
+    (None: not simulated)."""
     compute, issued, end = _compute_segments(S, E, rows, scopes)
-    overlapped = rows["overlapped"].fillna(False).to_numpy(bool)
-    pred = [durations[i] for i in rows.index]
+    overlapped = _overlapped(rows["overlapped"])
     comm = sum(p for p in pred if p is not None)
     total_compute = sum(b - a for a, b in compute) * compute_scale
     # walk the recorded timeline: compute segments and collective issues in time order
@@ -474,13 +493,12 @@ def _replay_rank(S: float, E: float, rows, scopes, durations, compute_scale: flo
             continue
         # issued inside the segment just played: at the same point of it
         at = clock - (last_b - when) * compute_scale if when < last_b else clock
-        g = rows["group"].iloc[k]
+        g = rows["group"][k]
         lane = f"comm, group {g}" if g else "p2p"
         start = max(at, stream_free.get(lane, -np.inf))
         stream_free[lane] = start + p
         ends.append((end[k], start + p))
-        lanes.append(dict(lane=lane, name=rows["op"].iloc[k], start_s=start, end_s=start + p,
-                          bytes=rows["bytes"].iloc[k]))
+        lanes.append(dict(lane=lane, name=rows["op"][k], start_s=start, end_s=start + p, bytes=rows["bytes"][k]))
         if not overlapped[k]:
             clock = max(clock, start + p)
     finish = max([clock] + [e2 for _, e2 in ends])
