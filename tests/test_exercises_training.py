@@ -107,3 +107,10 @@ def test_a_hang_is_reported_within_the_timeout():
     result = dp.q_average.evaluate(_rank0_skips, timeout=8)
     assert result.status == "incorrect" and "did not finish within 8 s" in result.message
     assert dp.q_average.evaluate(dp.allreduce_per_parameter).status == "correct"     # the group healed
+
+
+@pytest.mark.parametrize("module", [dp, sh])
+def test_docstring_examples_run(module):
+    import doctest
+
+    assert doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0

@@ -151,17 +151,14 @@ def test_rows_name_op_bytes_group_and_frame(cl):
 
 
 def test_percent_percent_ranks_record(cl):
-    from IPython.testing.globalipapp import start_ipython
-
-    ip = start_ipython()
-    ip.run_line_magic("load_ext", "labcore")
-    ip.run_cell_magic("ranks", "4 --record rec", "with rec.step():\n    dist.all_reduce(torch.ones(8))\n")
-    rec = ip.user_ns["rec"]
+    ns = {}                                  # the notebook's namespace; magic.ranks is the cell magic's body
+    magic.ranks("4 --record rec", "with rec.step():\n    dist.all_reduce(torch.ones(8))\n", ns)
+    rec = ns["rec"]
     assert isinstance(rec, Recording) and rec.collectives()["bytes"].tolist() == [32]
     with pytest.raises(lc.RankError):
-        ip.run_cell_magic("ranks", "4 --record rec2", "dist.all_reduce(torch.ones(8))\nraise ValueError('boom')\n")
-    ip.run_cell_magic("ranks", "4 --record rec3", "dist.broadcast(torch.ones(2), 0)\n")   # the profiler was stopped
-    assert ip.user_ns["rec3"].collectives()["op"].tolist() == ["broadcast"]
+        magic.ranks("4 --record rec2", "dist.all_reduce(torch.ones(8))\nraise ValueError('boom')\n", ns)
+    magic.ranks("4 --record rec3", "dist.broadcast(torch.ones(2), 0)\n", ns)   # the profiler was stopped
+    assert ns["rec3"].collectives()["op"].tolist() == ["broadcast"]
     with pytest.raises(ValueError, match="Python name"):
         magic.parse_line("4 --record not-a-name")
 

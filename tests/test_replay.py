@@ -3,18 +3,17 @@ built from known timelines, so that every number can be worked out by hand."""
 import subprocess
 import sys
 
-import numpy as np
 import pandas as pd
 import pytest
 
 import labcore.sim as sim
 from labcore.live.recorder import Recording
-from labcore.sim.replay import _Placed, nccl_algorithm, replay
+from labcore.sim.replays import _Placed, nccl_algorithm, replay
 from labcore.sim.schedules import build
 
 
 def recording(collectives, world_size=4, step=(0.0, 1.0), scopes=()):
-    """A Recording whose every rank issued ``collectives``: (op, bytes, issued, start, end, overlapped[, group ranks])."""
+    """A Recording whose ranks issued ``collectives``: (op, bytes, issued, start, end, overlapped[, group ranks])."""
     rows = []
     for rank in range(world_size):
         for seq, c in enumerate(collectives):
@@ -29,7 +28,8 @@ def recording(collectives, world_size=4, step=(0.0, 1.0), scopes=()):
                              start_s=start, end_s=end, time_us=(end - start) * 1e6, overlapped=overlapped,
                              frame="", via="", backend_op=f"gloo:{op}"))
     frame = pd.DataFrame(rows)
-    sc = pd.DataFrame([dict(rank=r, step=0, name=n, start_s=a, end_s=b) for r in range(world_size) for n, a, b in scopes],
+    sc = pd.DataFrame([dict(rank=r, step=0, name=n, start_s=a, end_s=b)
+                       for r in range(world_size) for n, a, b in scopes],
                       columns=["rank", "step", "name", "start_s", "end_s"])
     steps = pd.DataFrame([dict(rank=r, step=0, start_s=step[0], end_s=step[1]) for r in range(world_size)])
     return Recording("synthetic", world_size, "gloo", frame, sc, steps, tuple(range(world_size)))
@@ -177,5 +177,13 @@ def test_calibrated_topology_and_one_rank_groups():
 
 
 def test_sim_still_imports_without_torch():
-    code = "import sys, labcore.sim.replay, labcore.viz.step_timeline; assert 'torch' not in sys.modules"
+    code = "import sys, labcore.sim.replays, labcore.viz.step_timeline; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import labcore.sim.replays as module
+
+    assert doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0

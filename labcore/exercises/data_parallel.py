@@ -31,12 +31,11 @@ import contextlib
 import math
 from typing import Callable
 
-import numpy as np
-
 from labcore.exercises.core import CustomExercise, Incorrect, NotAttempted, _is_blank
 
-__all__ = ["DIMS", "DEEP", "make_model", "global_batch", "local_batch", "loss_fn", "replicas_differ", "allreduce_per_parameter",
-           "allreduce_buckets", "buckets_of", "OverlappedBuckets", "sgd_steps", "train", "ddp_train", "reference_params",
+__all__ = ["DIMS", "DEEP", "make_model", "global_batch", "local_batch", "loss_fn", "replicas_differ",
+           "allreduce_per_parameter", "allreduce_buckets", "buckets_of", "OverlappedBuckets", "sgd_steps", "train",
+           "ddp_train", "reference_params",
            "q_average", "q_buckets", "q_overlap", "q_accumulate", "q_ddp_bytes"]
 
 DIMS = (16, 32, 32, 8)
@@ -102,7 +101,6 @@ def _flat(model):
 
 def replicas_differ(model) -> float:
     """On every rank: the largest difference between this rank's parameters and rank 0's."""
-    import torch
     import torch.distributed as dist
 
     mine = _flat(model)
@@ -462,11 +460,12 @@ def _train_and_count(fn, bucket_bytes: int):
     return params, grad_bytes, reduced.to_dict(), calls.to_dict()
 
 
-def _check_buckets(answer, cluster=None, world_size: int = 4, bucket_bytes: int = 6000, timeout: float = 30.0):
+def _check_buckets(answer, cluster=None, world_size: int = 4, bucket_bytes: int = 6000,
+                   timeout: float = 30.0):
     if not callable(answer):
         raise Incorrect("pass your function, e.g. q_buckets.check(average_buckets, cluster=cl).")
     results = _run_check(cluster, world_size, _train_and_count, answer, bucket_bytes, timeout=timeout)
-    params, grad_bytes, reduced, calls = results[0][0], results[0][1], results[0][2], results[0][3]
+    _, grad_bytes, reduced, calls = results[0]
     per_step = reduced.get(0, 0)
     n_calls = calls.get(0, 0)
     if per_step < grad_bytes:
@@ -588,7 +587,8 @@ def _train_overlapped(launch, finish, bucket_bytes: int):
             int((frame["op"] == "all_reduce").sum()))
 
 
-def _check_overlap(answer, cluster=None, world_size: int = 4, bucket_bytes: int = 6000, timeout: float = 30.0):
+def _check_overlap(answer, cluster=None, world_size: int = 4, bucket_bytes: int = 6000,
+                   timeout: float = 30.0):
     if not (isinstance(answer, (tuple, list)) and len(answer) == 2):
         raise Incorrect("pass your two functions as a pair: q_overlap.check((launch, finish), cluster=cl).")
     launch, finish = answer

@@ -31,13 +31,13 @@ import math
 
 from labcore.exercises.core import CustomExercise, Incorrect, NotAttempted, _is_blank
 from labcore.exercises.data_parallel import (
-    CHECK_STEPS, DIMS, PER_RANK, _cluster, _flat, _run_check, global_batch, local_batch, loss_fn, make_model,
+    CHECK_STEPS, PER_RANK, _flat, _run_check, global_batch, local_batch, loss_fn, make_model,
 )
 
-__all__ = ["padded_numel", "pad_flat", "shard_of", "gather_full", "reduce_scatter_mean", "unflatten", "flatten",
-           "zero3_linear", "Zero3LinearFn", "adam_reference", "zero_train", "zero_redundancy_train", "fsdp_train", "CopyToParallel",
-           "ReduceFromParallel", "tp_mlp", "tp_dtensor", "DEEPSPEED_STAGES", "q_padding", "q_sharded_step",
-           "q_zero3_layer", "q_zero3_volume", "q_row_parallel"]
+__all__ = ["padded_numel", "pad_flat", "shard_of", "gather_full", "reduce_scatter_mean", "unflatten",
+           "flatten", "zero3_linear", "Zero3LinearFn", "adam_reference", "zero_train", "zero_redundancy_train",
+           "fsdp_train", "CopyToParallel", "ReduceFromParallel", "tp_mlp", "tp_dtensor", "DEEPSPEED_STAGES",
+           "q_padding", "q_sharded_step", "q_zero3_layer", "q_zero3_volume", "q_row_parallel"]
 
 LR = 0.01
 
@@ -418,7 +418,6 @@ def tp_mlp(row=row_parallel, batch: int = 8, dims=(16, 32, 8)):
 def tp_dtensor(batch: int = 8, dims=(16, 32, 8), steps: int = 1):
     """The same MLP with DTensor: ``parallelize_module`` with ColwiseParallel on the first linear
     layer and RowwiseParallel on the second. Returns (output, unsharded output, Recording)."""
-    import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
@@ -663,7 +662,8 @@ def _check_zero3(answer, cluster=None, world_size: int = 4, timeout: float = 30.
     import torch
 
     if not (isinstance(answer, type) and hasattr(answer, "forward") and hasattr(answer, "backward")):
-        raise Incorrect("pass your class with forward and backward, e.g. q_zero3_layer.check(MyZero3Linear, cluster=cl).")
+        raise Incorrect("pass your class with forward and backward, e.g. "
+                        "q_zero3_layer.check(MyZero3Linear, cluster=cl).")
     results = _run_check(cluster, world_size, _zero3_on_rank, answer, timeout=timeout)
     layers = sum(1 for m in make_model() if isinstance(m, torch.nn.Linear))
     psi_bytes = sum(padded_numel(p.numel(), world_size) * p.element_size() for p in make_model().parameters())

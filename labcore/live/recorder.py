@@ -38,8 +38,9 @@ So the recorder does not read the ``async_op`` argument; it reports what asynchr
 collective, or entered a compute scope the profiler records (an autograd node in backward, a
 ``torch.profiler.record_function`` scope such as DDP's forward, an optimizer's step or FSDP's
 phases). Forward compute outside any scope is invisible to it: wrap it in
-``record_function("...")`` to have it count. NCCL ranks read start and end from the flight recorder instead (CUDA events,
-``TORCH_NCCL_ENABLE_TIMING=1``; without it only the issue time is known).
+``record_function("...")`` to have it count. NCCL ranks read start and end from the flight
+recorder instead (CUDA events, ``TORCH_NCCL_ENABLE_TIMING=1``; without it only the issue time
+is known).
 
 Two gloo facts show up in recordings: gloo runs ``reduce_scatter`` as an all-reduce of the
 whole buffer (``backend_op`` says so; ``op`` names what was asked, from the Python frame), and

@@ -18,7 +18,7 @@ from __future__ import annotations
 from labcore.sim import cost, topologies, tuner
 from labcore.sim.calibration import Calibration, calibrate
 from labcore.sim.engine import run
-from labcore.sim.replay import Replay, replay
+from labcore.sim.replays import Replay, replay
 from labcore.sim.schedules import ALGORITHMS, build
 from labcore.sim.sweeps import sweep
 from labcore.sim.trace import Layout, Schedule, ScheduleError, Trace, Transfer

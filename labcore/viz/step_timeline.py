@@ -1,7 +1,7 @@
 """A training step as a timeline: compute, and each collective on its group's stream.
 
 The top panel is the step as recorded (on this machine); each further panel the same step
-replayed on another topology (:func:`labcore.sim.replay`). Bars share one colour per op across
+replayed on another topology (:func:`labcore.sim.replay`, module :mod:`labcore.sim.replays`). Bars share one colour per op across
 panels, so a bucket's all-reduce can be followed from the recording to each prediction.
 Compute keeps its recorded length in every panel (unless the replay scaled it), so what
 changes is how much communication shows beside it.
@@ -37,14 +37,14 @@ def step_timeline(recording, replays=(), rank: int | None = None, step: int | No
     Parameters
     ----------
     recording : :class:`labcore.live.recorder.Recording`.
-    replays : :class:`labcore.sim.replay.Replay` objects of that recording.
+    replays : :class:`labcore.sim.replays.Replay` objects of that recording.
     rank : which rank (default: the lowest).
     step : which step (default: the last one, usually warm).
     title : figure title.
     shared_x : one time axis for all panels (compute keeps its length, so what moves is the
         communication); False gives each panel its own, for predictions much shorter than the recording.
     """
-    from labcore.sim.replay import recorded_timeline
+    from labcore.sim.replays import recorded_timeline
 
     rank = min(recording.ranks) if rank is None else rank
     step = recording.n_steps - 1 if step is None else step
@@ -53,7 +53,7 @@ def step_timeline(recording, replays=(), rank: int | None = None, step: int | No
     for r in replays:
         t = r.timeline
         panels.append((f"replayed: {r.label}", t[(t["rank"] == rank) & (t["step"] == step)]))
-    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=shared_x, vertical_spacing=0.12 if not shared_x else 0.09,
+    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=shared_x, vertical_spacing=0.09 if shared_x else 0.12,
                         subplot_titles=[p[0] for p in panels])
     shown = set()
     for row, (_, t) in enumerate(panels, start=1):
@@ -80,7 +80,7 @@ def step_timeline(recording, replays=(), rank: int | None = None, step: int | No
 def replay_slider(replays: dict, rank: int = 0, step: int | None = None, title: str = "",
                   prefix: str = "") -> go.Figure:
     """One replayed step per slider position: ``replays`` maps a label (e.g. a bucket size) to a
-    list of :class:`labcore.sim.replay.Replay` (one per topology, drawn one above the other).
+    list of :class:`labcore.sim.replays.Replay` (one per topology, drawn one above the other).
 
     The slider's label and each panel's title give the predicted step time, so moving the
     slider shows how the choice behind the label trades latency against overlap. ``prefix``
