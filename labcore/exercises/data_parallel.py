@@ -34,7 +34,8 @@ from typing import Callable
 from labcore.exercises.core import CustomExercise, Incorrect, NotAttempted, _is_blank
 
 __all__ = ["DIMS", "DEEP", "make_model", "global_batch", "local_batch", "loss_fn", "replicas_differ",
-           "allreduce_per_parameter", "allreduce_buckets", "buckets_of", "OverlappedBuckets", "sgd_steps", "train",
+           "allreduce_per_parameter", "allreduce_buckets", "buckets_of", "OverlappedBuckets", "sgd_steps",
+           "recorded_loop", "train",
            "ddp_train", "reference_params",
            "q_average", "q_buckets", "q_overlap", "q_accumulate", "q_ddp_bytes"]
 
@@ -255,6 +256,22 @@ def _sgd(model, lr: float) -> None:
             p -= lr * p.grad
 
 
+def recorded_loop(name: str, step_fn: Callable, steps: int = CHECK_STEPS, first: int = 0, **batch):
+    """On every rank: ``step_fn(x, y)`` on this rank's slice (:func:`local_batch`, options
+    ``batch``) of training steps ``first .. first + steps - 1``, each one a recorded step.
+    Returns the :class:`~labcore.live.recorder.Recording`."""
+    import torch.distributed as dist
+
+    from labcore.live.recorder import record
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    with record(name) as rec:
+        for step in range(first, first + steps):
+            with rec.step():
+                step_fn(*local_batch(step, rank, n, **batch))
+    return rec.recording()
+
+
 def train(average: Callable | str, steps: int = CHECK_STEPS, lr: float = LR, bucket_bytes: int = 1024,
           record_name: str = "train", dims=DIMS, dtype=None, per_rank: int = PER_RANK):
     """On every rank: ``steps`` SGD steps where ``average(model)`` makes the gradients agree.
@@ -264,11 +281,6 @@ def train(average: Callable | str, steps: int = CHECK_STEPS, lr: float = LR, buc
     ``bucket_cap_mb = bucket_bytes / 2**20``). Returns (this rank's final parameters, flat, and
     the :class:`~labcore.live.recorder.Recording` of the steps, one per step).
     """
-    import torch.distributed as dist
-
-    from labcore.live.recorder import record
-
-    rank, n = dist.get_rank(), dist.get_world_size()
     model = make_model(dims=dims, dtype=dtype)
     hooked = module = None
     if average == "ddp":
@@ -279,20 +291,20 @@ def train(average: Callable | str, steps: int = CHECK_STEPS, lr: float = LR, buc
         hooked = OverlappedBuckets(model, bucket_bytes)
     named = {"per_parameter": allreduce_per_parameter, "buckets": lambda m: allreduce_buckets(m, bucket_bytes)}
     fn = named.get(average, average) if isinstance(average, str) else average
-    with record(record_name) as rec:
-        for step in range(steps):
-            with rec.step():
-                x, y = local_batch(step, rank, n, per_rank, dims, dtype)
-                model.zero_grad(set_to_none=True)
-                loss_fn((module or model)(x), y).backward()
-                if hooked is not None:
-                    hooked.finish()
-                elif module is None:
-                    fn(model)
-                _sgd(model, lr)
+
+    def one_step(x, y):
+        model.zero_grad(set_to_none=True)
+        loss_fn((module or model)(x), y).backward()
+        if hooked is not None:
+            hooked.finish()
+        elif module is None:
+            fn(model)
+        _sgd(model, lr)
+
+    rec = recorded_loop(record_name, one_step, steps, per_rank=per_rank, dims=dims, dtype=dtype)
     if hooked is not None:
         hooked.remove()
-    return _flat(model), rec.recording()
+    return _flat(model), rec
 
 
 def ddp_train(bucket_bytes: int, steps: int = 4, warmup: int = 2, dims=DIMS, dtype=None,
@@ -302,25 +314,18 @@ def ddp_train(bucket_bytes: int, steps: int = 4, warmup: int = 2, dims=DIMS, dty
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from labcore.live.recorder import record
-
-    rank, n = dist.get_rank(), dist.get_world_size()
     model = make_model(dims=dims, dtype=dtype)
     ddp = DDP(model, bucket_cap_mb=bucket_bytes / 2 ** 20)
+    batch = dict(per_rank=per_rank, dims=dims, dtype=dtype)
 
-    def one_step(step):
-        x, y = local_batch(step, rank, n, per_rank, dims, dtype)
+    def one_step(x, y):
         model.zero_grad(set_to_none=True)
         loss_fn(ddp(x), y).backward()
         _sgd(model, LR)
 
     for step in range(warmup):
-        one_step(step)
-    with record(f"DDP, {bucket_bytes} B buckets") as rec:
-        for step in range(warmup, warmup + steps):
-            with rec.step():
-                one_step(step)
-    return rec.recording()
+        one_step(*local_batch(step, dist.get_rank(), dist.get_world_size(), **batch))
+    return recorded_loop(f"DDP, {bucket_bytes} B buckets", one_step, steps, first=warmup, **batch)
 
 
 def reference_params(world_size: int, steps: int = CHECK_STEPS, lr: float = LR, dims=DIMS,
@@ -552,11 +557,6 @@ class _Watched:
 
 
 def _train_overlapped(launch, finish, bucket_bytes: int):
-    import torch.distributed as dist
-
-    from labcore.live.recorder import record
-
-    rank, n = dist.get_rank(), dist.get_world_size()
     model = make_model()
     handles = []
 
@@ -573,16 +573,15 @@ def _train_overlapped(launch, finish, bucket_bytes: int):
             finish(handle, flat)
 
     hooked = OverlappedBuckets(model, bucket_bytes, watched_launch, checked_finish)
-    with record("overlapped") as rec:
-        for step in range(CHECK_STEPS):
-            with rec.step():
-                x, y = local_batch(step, rank, n)
-                model.zero_grad(set_to_none=True)
-                loss_fn(model(x), y).backward()
-                hooked.finish()
-                _sgd(model, LR)
+
+    def one_step(x, y):
+        model.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        hooked.finish()
+        _sgd(model, LR)
+
+    frame = recorded_loop("overlapped", one_step).collectives()
     hooked.remove()
-    frame = rec.recording().collectives()
     return (_flat(model), sum(h is None for h in handles), sum(h is not None and not h.waited for h in handles),
             int((frame["op"] == "all_reduce").sum()))
 
@@ -652,25 +651,19 @@ MICRO = 2        # micro-batches per step in the check
 
 
 def _train_accumulate(step_fn):
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from labcore.live.recorder import record
-
-    rank, n = dist.get_rank(), dist.get_world_size()
     model = make_model()
     ddp = DDP(model, bucket_cap_mb=1.0)           # one bucket: the model is 15 KB
-    with record("accumulate") as rec:
-        for step in range(CHECK_STEPS):
-            with rec.step():
-                x, y = local_batch(step, rank, n)
-                micro = list(zip(x.chunk(MICRO), y.chunk(MICRO)))
-                model.zero_grad(set_to_none=True)
-                step_fn(ddp, micro)
-                _sgd(model, LR)
-    frame = rec.recording().collectives()
+
+    def one_step(x, y):
+        model.zero_grad(set_to_none=True)
+        step_fn(ddp, list(zip(x.chunk(MICRO), y.chunk(MICRO))))
+        _sgd(model, LR)
+
+    frame = recorded_loop("accumulate", one_step).collectives()
     calls = frame[frame["op"] == "all_reduce"].groupby("step").size().reindex(range(CHECK_STEPS), fill_value=0)
-    return _flat(model), calls.tolist(), len(micro)
+    return _flat(model), calls.tolist(), MICRO
 
 
 def _accumulate(ddp, micro_batches):

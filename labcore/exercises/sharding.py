@@ -31,7 +31,7 @@ import math
 
 from labcore.exercises.core import CustomExercise, Incorrect, NotAttempted, _is_blank
 from labcore.exercises.data_parallel import (
-    CHECK_STEPS, PER_RANK, _flat, _run_check, global_batch, local_batch, loss_fn, make_model,
+    CHECK_STEPS, PER_RANK, _flat, _run_check, global_batch, loss_fn, make_model, recorded_loop,
 )
 
 __all__ = ["padded_numel", "pad_flat", "shard_of", "gather_full", "reduce_scatter_mean", "unflatten",
@@ -181,6 +181,30 @@ def _adam(params):
     return torch.optim.Adam(params, lr=LR, foreach=False)
 
 
+def _adam_steps(name: str, model, opt, steps: int = CHECK_STEPS, after_backward=lambda: None):
+    """On every rank: recorded Adam steps of ``model`` (``after_backward()`` between backward and
+    the optimizer step). Returns the Recording."""
+    def one_step(x, y):
+        opt.zero_grad(set_to_none=True)
+        for p in model.parameters():
+            p.grad = None
+        loss_fn(model(x), y).backward()
+        after_backward()
+        opt.step()
+
+    return recorded_loop(name, one_step, steps)
+
+
+class _StepWith:
+    """An optimizer whose step is ``step()`` (e.g. the optimizer's step, then gathering parameters)."""
+
+    def __init__(self, opt, step):
+        self.opt, self.step = opt, step
+
+    def zero_grad(self, set_to_none: bool = True):
+        self.opt.zero_grad(set_to_none=set_to_none)
+
+
 def adam_reference(world_size: int, steps: int = CHECK_STEPS):
     """Single-process Adam on the whole batch (the ranks' slices together): the flat parameters."""
     model = make_model()
@@ -212,8 +236,6 @@ def zero_train(stage: int, steps: int = CHECK_STEPS):
     import torch
     import torch.distributed as dist
 
-    from labcore.live.recorder import record
-
     if stage not in (0, 1, 2, 3):
         raise ValueError(f"ZeRO has stages 1, 2 and 3 (0 = no sharding), not {stage!r}")
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -238,56 +260,43 @@ def zero_train(stage: int, steps: int = CHECK_STEPS):
 
         for p, s in zip(params, shards):
             p.register_post_accumulate_grad_hook(lambda p, s=s: reduce_now(p, s))
-    with record(f"ZeRO-{stage}" if stage else "data parallel") as rec:
-        for step in range(steps):
-            with rec.step():
-                x, y = local_batch(step, rank, n)
-                opt.zero_grad(set_to_none=True)
-                for p in params:
-                    p.grad = None
-                loss_fn(model(x), y).backward()
-                if stage == 0:
-                    for p in params:
-                        dist.all_reduce(p.grad)
-                        p.grad /= n
-                if stage == 1:
-                    note([p.grad for p in params])
-                    for p, s in zip(params, shards):
-                        s.grad = reduce_scatter_mean(p.grad)
-                        p.grad = None
-                note([p.grad for p in params] + [s.grad for s in shards])
-                opt.step()
-                if stage in (1, 2):
-                    with torch.no_grad():
-                        for p, s in zip(params, shards):
-                            p.copy_(gather_full(s, p.shape))
+    def after_backward():
+        if stage == 0:
+            for p in params:
+                dist.all_reduce(p.grad)
+                p.grad /= n
+        if stage == 1:
+            note([p.grad for p in params])
+            for p, s in zip(params, shards):
+                s.grad = reduce_scatter_mean(p.grad)
+                p.grad = None
+        note([p.grad for p in params] + [s.grad for s in shards])
+
+    def step_and_gather():
+        opt.step()
+        if stage in (1, 2):                # every rank needs all the updated parameters
+            with torch.no_grad():
+                for p, s in zip(params, shards):
+                    p.copy_(gather_full(s, p.shape))
+
+    rec = _adam_steps(f"ZeRO-{stage}" if stage else "data parallel", model, _StepWith(opt, step_and_gather), steps,
+                      after_backward)
     final = _zero3_full(model) if stage == 3 else _flat(model)
     memory = {"params": _nbytes(p.data for p in (shards if stage == 3 else params)), "grads": peak[0],
               "optimizer": _opt_bytes(opt)}
-    return {"params": final, "memory": memory, "recording": rec.recording()}
+    return {"params": final, "memory": memory, "recording": rec}
 
 
 def zero_redundancy_train(steps: int = CHECK_STEPS):
     """DDP with torch's ``ZeroRedundancyOptimizer`` (Adam): each rank updates its share of the
     parameters and broadcasts them. Returns the flat parameters and the Recording."""
-    import torch.distributed as dist
     from torch.distributed.optim import ZeroRedundancyOptimizer
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from labcore.live.recorder import record
-
-    rank, n = dist.get_rank(), dist.get_world_size()
     model = make_model()
     ddp = DDP(model, bucket_cap_mb=1.0)
     opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=_AdamNoForeach, lr=LR)
-    with record("ZeroRedundancyOptimizer") as rec:
-        for step in range(steps):
-            with rec.step():
-                x, y = local_batch(step, rank, n)
-                opt.zero_grad(set_to_none=True)
-                loss_fn(ddp(x), y).backward()
-                opt.step()
-    return _flat(model), rec.recording()
+    return _flat(model), _adam_steps("ZeroRedundancyOptimizer", ddp, opt, steps)
 
 
 def _AdamNoForeach(params, **kwargs):
@@ -304,25 +313,15 @@ def fsdp_train(reshard_after_forward: bool = True, steps: int = CHECK_STEPS):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    from labcore.live.recorder import record
-
-    rank, n = dist.get_rank(), dist.get_world_size()
-    mesh = init_device_mesh("cpu", (n,))
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     model = make_model()
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer, mesh=mesh, reshard_after_forward=reshard_after_forward)
     fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
-    opt = _adam(model.parameters())
-    with record(f"FSDP2, reshard_after_forward={reshard_after_forward}") as rec:
-        for step in range(steps):
-            with rec.step():
-                x, y = local_batch(step, rank, n)
-                opt.zero_grad(set_to_none=True)
-                loss_fn(model(x), y).backward()
-                opt.step()
-    full = torch.cat([p.detach().full_tensor().reshape(-1) for p in model.parameters()])
-    return full, rec.recording()
+    rec = _adam_steps(f"FSDP2, reshard_after_forward={reshard_after_forward}", model, _adam(model.parameters()),
+                      steps)
+    return torch.cat([p.detach().full_tensor().reshape(-1) for p in model.parameters()]), rec
 
 
 # -- tensor parallelism ---------------------------------------------------------------------------
@@ -537,24 +536,13 @@ def _sharded_step_on_rank(step_fn):
     import torch
     import torch.distributed as dist
 
-    from labcore.live.recorder import record
-
     rank, n = dist.get_rank(), dist.get_world_size()
     model = make_model()
     params = list(model.parameters())
     shards = [torch.nn.Parameter(shard_of(p.detach(), rank, n)) for p in params]
     opt = _adam(shards)
-    with record("sharded step") as rec:
-        for step in range(CHECK_STEPS):
-            with rec.step():
-                x, y = local_batch(step, rank, n)
-                opt.zero_grad(set_to_none=True)
-                for p in params:
-                    p.grad = None
-                loss_fn(model(x), y).backward()
-                step_fn(params, shards, opt)
-    ops = rec.recording().collectives().groupby("op")["bytes"].sum().to_dict()
-    return _flat(model), ops
+    rec = _adam_steps("sharded step", model, _StepWith(opt, lambda: step_fn(params, shards, opt)))
+    return _flat(model), rec.collectives().groupby("op")["bytes"].sum().to_dict()
 
 
 def _check_sharded_step(answer, cluster=None, world_size: int = 4, timeout: float = 30.0):
@@ -637,22 +625,9 @@ q_sharded_step = CustomExercise(
 
 # (3) ZeRO-3: gather again in backward
 def _zero3_on_rank(fn):
-    import torch.distributed as dist
-
-    from labcore.live.recorder import record
-
-    rank, n = dist.get_rank(), dist.get_world_size()
     model = _zero3_model(fn)
-    opt = _adam(model.parameters())
-    with record("ZeRO-3 layers") as rec:
-        for step in range(CHECK_STEPS):
-            with rec.step():
-                x, y = local_batch(step, rank, n)
-                opt.zero_grad(set_to_none=True)
-                loss_fn(model(x), y).backward()
-                opt.step()
+    frame = _adam_steps("ZeRO-3 layers", model, _adam(model.parameters())).collectives()
     full = _zero3_full(model)
-    frame = rec.recording().collectives()
     first = frame[frame["step"] == 0]
     gathers = first[first["op"] == "all_gather"]
     return full, len(gathers), int(gathers["bytes"].sum()), int((first["op"] == "reduce_scatter").sum())
