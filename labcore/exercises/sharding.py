@@ -296,7 +296,8 @@ def zero_redundancy_train(steps: int = CHECK_STEPS):
     model = make_model()
     ddp = DDP(model, bucket_cap_mb=1.0)
     opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=_AdamNoForeach, lr=LR)
-    return _flat(model), _adam_steps("ZeroRedundancyOptimizer", ddp, opt, steps)
+    rec = _adam_steps("ZeroRedundancyOptimizer", ddp, opt, steps)
+    return _flat(model), rec
 
 
 def _AdamNoForeach(params, **kwargs):
