@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import labcore as lc
-from labcore.exercises.measuring import nccl_tests_size, q_regressions, q_size
+from labcore.exercises.measuring import nccl_tests_size, q_algbw, q_regressions, q_size
 from labcore.live.bench.ops import OPS, Ctx
 from labcore.live.bench.verify import inputs
 
@@ -19,7 +19,7 @@ REDUCE = {"sum": lambda xs: sum(xs), "prod": lambda xs: torch.stack(xs).prod(0),
 def by_definition(name, rank, n, root, redop, count):
     """What rank `rank` must hold after the collective, written from its definition."""
     kind = OPS[name].fill_redop(redop)
-    _, send_n, _ = OPS[name].layout(count * n if OPS[name].chunked else count, n)
+    send_n = count * n if OPS[name].split in ("send", "both") else count
     send = [inputs(r, torch.arange(send_n), kind, n, torch.float64) for r in range(n)]
 
     def chunk(x, j):
@@ -31,7 +31,7 @@ def by_definition(name, rank, n, root, redop, count):
         return chunk(REDUCE[redop](send), rank)
     if name == "broadcast":
         return send[root]
-    if name in ("all_gather", "gather"):
+    if name in ("all_gather", "gather", "hypercube"):
         return torch.cat([send[j] for j in range(n)])
     if name == "all_to_all":
         return torch.cat([chunk(send[j], rank) for j in range(n)])
@@ -55,17 +55,58 @@ def test_expected_outputs_follow_each_collectives_definition(name, n, count, red
 
 def test_size_exercise_reference_is_the_harness_layout():
     for name, op in OPS.items():
-        count, send_n, recv_n = op.layout(1000 * 4, 4)
-        assert nccl_tests_size(name, count, 4, 2) == max(send_n, recv_n) * 2
+        lay = op.layout(4000 * 2, 4, 2)
+        assert nccl_tests_size(name, lay.count, 4, 2) == max(lay.send, lay.recv) * 2
     assert q_size.evaluate(nccl_tests_size).status == "correct"
 
 
+def _message(q, answer):
+    result = q.evaluate(answer)
+    assert result.status == "incorrect", answer
+    return result.message
+
+
+def test_size_exercise_names_the_mistake_and_the_arguments_not_the_answer():
+    chunk_only = _message(q_size, lambda op, count, nranks, itemsize: count * itemsize)
+    assert "op='all_gather', count=256, nranks=4, itemsize=4" in chunk_only
+    assert "one rank's share" in chunk_only and "4096" not in chunk_only
+    grows = _message(q_size, lambda op, count, nranks, itemsize: count * nranks * itemsize)
+    assert "op='all_reduce'" in grows and "grows with the rank count" in grows
+    # The mirror-image mistake: only all_gather's output counted as holding every share.
+    only_gather = _message(q_size, lambda op, count, nranks, itemsize:
+                           count * (nranks if op == "all_gather" else 1) * itemsize)
+    assert "op='reduce_scatter'" in only_gather and "the input to be reduced" in only_gather
+    assert "in bytes" in _message(q_size, lambda op, count, nranks, itemsize:
+                                  count * (nranks if op in ("all_gather", "reduce_scatter", "all_to_all") else 1))
+    assert "return a number of bytes" in _message(q_size, lambda *a: "big")
+    assert "raised ZeroDivisionError" in _message(q_size, lambda *a: 1 / 0)
+
+
+def test_algbw_exercise_says_which_way_without_a_ratio():
+    right = 370 / 1.75
+    for answer, words in ((370.0, "busbw itself"), (370 * 1.75, "multiplied"), (500.0, "cannot exceed busbw"),
+                          (100.0, "too small"), (300.0, "check the factor"), (float("nan"), "Your answer is nan"),
+                          (float("inf"), "Your answer is inf"), (-5.0, "cannot be a bandwidth"),
+                          ("fast", "answer with a number")):
+        message = _message(q_algbw, answer)
+        assert words in message and "x the right value" not in message and f"{right:.0f}" not in message
+    assert q_algbw.evaluate(right).status == "correct"
+
+
 def test_regression_exercise_reads_the_table_it_is_pointed_at():
-    base = pd.DataFrame(dict(op="all_reduce", size=[1 << 20, 2 << 20], type="float", redop="sum", root=-1,
-                             ranks=2, placement="in-place", time_us=[100.0, 200.0], busbw=1.0))
-    gate = lc.bench.compare(base, base.assign(time_us=[300.0, 200.0]), tolerance=0.2)
+    def run(times, sizes=(1 << 20, 2 << 20)):
+        return pd.concat([pd.DataFrame(dict(op="all_reduce", size=s, type="float", redop="sum", root=-1,
+                                            ranks=2, placement="in-place", repeat=range(7),
+                                            median_us=[t * (1 + 0.01 * i) for i in range(7)], busbw=1.0))
+                          for s, t in zip(sizes, times)])
+    gate = lc.bench.compare(run([100.0, 200.0]), run([300.0, 200.0]), tolerance=0.25)
+    assert gate["status"].tolist() == ["regression", "pass"]
     q = copy.copy(q_regressions).about(gate)  # leave the shared exercise on its example table
     assert q.evaluate([1 << 20]).status == "correct"
-    assert q.evaluate([2 << 20]).status == "incorrect"
-    assert q.evaluate("1M").status == "incorrect"
-    assert q_regressions.evaluate(q_regressions.correct_example).status == "correct"
+    assert "marked pass" in _message(q, [2 << 20]) and "missing" in _message(q, [2 << 20])
+    not_there = _message(q, [1, 2])
+    assert "not a size in this table" in not_there and "passed" not in not_there
+    assert "list of sizes" in _message(q, "1M")
+    example = q_regressions.result
+    assert "marked inconclusive" in _message(q_regressions, [4 << 20, 16 << 20, 64 << 20])
+    assert q_regressions.evaluate(sorted(example.loc[example.status == "regression", "size"])).status == "correct"

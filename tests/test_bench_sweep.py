@@ -24,13 +24,27 @@ def three():
 @pytest.mark.parametrize("op", lc.bench.COLLECTIVES)
 def test_every_collective_passes_the_exact_check(two, three, op):
     for cl, root in ((two, 1), (three, 2)):
+        if op == "hypercube" and cl is three:
+            continue  # power-of-two ranks only (refused up front, see below)
         df = lc.bench.sweep(cl, op, root=root, **SMALL)
         assert len(df) > 0
         if op == "barrier":
             assert df["wrong"].tolist() == [-1] and (df["time_us"] > 0).all()
             continue
         assert set(df["placement"]) == set(lc.bench.PLACEMENTS)
-        assert (df["wrong"] == 0).all(), df[["size", "placement", "wrong"]]
+        # nccl-tests does not check in-place alltoall and sendrecv (one aliased buffer): N/A.
+        unchecked = (df["placement"] == "in-place") & (not OPS[op].inplace_checked)
+        assert (df.loc[~unchecked, "wrong"] == 0).all(), df[["size", "placement", "wrong"]]
+        assert (df.loc[unchecked, "wrong"] == -1).all() and (df["wrong_ranks"] == 0).all()
+
+
+def test_small_sizes_give_nccl_tests_size_zero_lines(two):
+    df = lc.bench.sweep(two, "all_gather", min_bytes=8, max_bytes=128, factor=4, warmup=0, iters=1,
+                        progress=False)
+    assert df["size"].unique().tolist() == [0, 32, 128] and df["count"].unique().tolist() == [0, 4, 16]
+    assert (df["wrong"] == 0).all()
+    with pytest.raises(ValueError, match="at least 32 bytes"):
+        lc.bench.sweep(two, "all_gather", min_bytes=8, max_bytes=16, progress=False)
 
 
 @pytest.mark.parametrize("redop", ["sum", "prod", "max", "min", "avg"])
@@ -47,9 +61,11 @@ def test_every_reduction_is_exact(three, redop):
 def test_a_corrupted_result_is_caught(two, op):
     df = lc.bench.sweep(two, op, corrupt=3, root=1, **{**SMALL, "min_bytes": 64})
     checked_ranks = 1 if op == "reduce" else 2
+    df = df[df["wrong"] >= 0]  # in-place alltoall and sendrecv are not checked
     # Every size has at least 8 output elements here, so each checked rank reports exactly 3.
     assert (df["wrong"] == 3 * checked_ranks).all(), df[["size", "placement", "wrong"]]
-    assert "FAILED" in lc.bench.format_table(df)
+    assert (df["wrong_ranks"] == checked_ranks).all()
+    assert f"# Out of bounds values : {len(df) * checked_ranks} FAILED" in lc.bench.format_table(df)
 
 
 def test_columns_and_numbers_follow_the_contract(three):
@@ -79,19 +95,47 @@ def test_emulated_placements_are_labelled(two):
     assert notes["out-of-place"].startswith("emulated") and notes["in-place"] == ""
     assert "# note: all_reduce out-of-place: emulated" in lc.bench.format_table(df)
     df = lc.bench.sweep(two, "all_to_all", placements=("in-place",), **SMALL)
-    assert df["note"].str.startswith("emulated").all()
+    assert df["note"].str.startswith("not checked").all() and (df["wrong"] == -1).all()
 
 
 def test_bad_requests_fail_clearly_before_running(two):
-    with pytest.raises(ValueError, match="root must be a rank between 0 and 1"):
+    with pytest.raises(ValueError, match=r"root \(-r\) must be a rank between 0 and 1"):
         lc.bench.sweep(two, "broadcast", root=2, **SMALL)
     with pytest.raises(ValueError, match="unknown reduction"):
         lc.bench.sweep(two, "all_reduce", redop="mean", **SMALL)
     with pytest.raises(MemoryError, match="Nothing was allocated"):
-        lc.bench.sweep(two, "all_reduce", max_bytes="64T", progress=False)
+        lc.bench.sweep(two, "all_reduce", max_bytes="1024G", progress=False)
+    for kwargs, message in ((dict(iters=0), "iters"), (dict(repeats=0), "repeats"), (dict(slowdown=0), "slowdown"),
+                            (dict(factor=float("nan")), "factor"), (dict(min_bytes="1T"), "cannot read size"),
+                            (dict(redop="mulsum"), "premultiplied")):
+        with pytest.raises(ValueError, match=message):
+            lc.bench.sweep(two, "all_reduce", **{**SMALL, **kwargs})
+    with pytest.raises(ValueError, match="power-of-two"):
+        lc.bench.sweep(three_ranks_stub(), "hypercube", **SMALL)
+    for ranks in (0, -2, 100000):
+        with pytest.raises(ValueError, match="world_size"):
+            lc.bench.sweep(ranks, "all_reduce", **SMALL)  # refused before any rank starts
     with pytest.raises(lc.RankError, match="gloo cannot average int32"):
         lc.bench.sweep(two, "all_reduce", redop="avg", dtype="int32", **SMALL)
     assert lc.bench.sweep(two, "all_reduce", **SMALL)["wrong"].eq(0).all()  # the cluster recovered
+
+
+def three_ranks_stub():
+    """Something with world_size 3 that fails if anything tries to run on it."""
+    class Unstarted:
+        world_size = 3
+
+        def call(self, *a, **k):
+            raise AssertionError("a rank was asked to run")
+    return Unstarted()
+
+
+def test_repeats_are_interleaved_and_a_slowdown_is_real_work(two):
+    df = lc.bench.sweep(two, "all_reduce", repeats=3, slowdown=2, **SMALL)
+    assert df["repeat"].tolist() == [0] * 6 + [1] * 6 + [2] * 6
+    assert df["size"].tolist()[:6] == [8, 8, 256, 256, 8192, 8192] and (df["wrong"] == 0).all()
+    assert df.attrs["params"]["repeats"] == 3 and df.attrs["params"]["slowdown"] == 2
+    assert set(lc.bench.summarize(df)["repeats"]) == {3}
 
 
 def test_sweep_with_env_runs_on_a_fresh_cluster_and_check_off(two):

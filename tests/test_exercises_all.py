@@ -49,3 +49,27 @@ def test_untouched_is_not_attempted(exercise):
 
 def test_at_least_eight_exercises_across_the_notebooks():
     assert len(EXERCISES) >= 8, [p.id for p in EXERCISES]
+
+
+def _never_returns(*args, **kwargs):
+    import time
+    while True:
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_an_answer_that_never_returns_is_stopped(exercise, monkeypatch):
+    monkeypatch.setattr(exercise, "time_limit", 2.0)
+    result = exercise.evaluate(_never_returns)
+    assert result.status == "incorrect", result.message
+    for internal in ("Error", "Traceback"):  # a question that takes no function says what it takes
+        assert internal not in result.message, result.message
+
+
+@pytest.mark.parametrize("bad", [None, float("nan"), float("inf"), "some words"], ids=repr)
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_strange_answers_get_a_message_about_the_answer(exercise, bad):
+    result = exercise.evaluate(bad)
+    assert result.status == "incorrect", result.message
+    for internal in ("Error", "Traceback", "wrong sign", "raised"):
+        assert internal not in result.message, result.message

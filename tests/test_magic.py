@@ -59,3 +59,18 @@ def test_hang_in_a_cell_points_at_the_cell():
         magic.ranks("2 --backend gloo --timeout 2", "if rank == 0:\n    dist.recv(torch.zeros(1), src=1)\n")
     where = err.value.report.stuck[0]
     assert where.collective == "recv" and "%%ranks cell" in where.user_frame and "line 2" in where.user_frame
+
+
+def test_ranks_on_a_named_cluster(ip, capsys):
+    import labcore as lc
+
+    with lc.Cluster(2, backend="gloo") as cl:
+        ip.user_ns["mine"] = cl
+        ip.run_cell_magic("ranks", "--on mine --out r", "r = rank + 100\n")
+        assert ip.user_ns["r"] == [100, 101]
+        with pytest.raises(ValueError, match="that cluster has 2 ranks"):
+            magic.ranks("3 --on mine", "pass", ip.user_ns)
+    with pytest.raises(ValueError, match="no cluster named 'nothing'"):
+        magic.ranks("--on nothing", "pass", ip.user_ns)
+    with pytest.raises(ValueError, match="needs the number of ranks"):
+        magic.parse_line("--timeout 3")

@@ -9,7 +9,6 @@ import pytest
 import labcore.sim as sim
 from labcore.live.recorder import Recording
 from labcore.sim.replays import _Placed, nccl_algorithm, replay
-from labcore.sim.schedules import build
 
 
 def recording(collectives, world_size=4, step=(0.0, 1.0), scopes=()):
@@ -35,8 +34,8 @@ def recording(collectives, world_size=4, step=(0.0, 1.0), scopes=()):
     return Recording("synthetic", world_size, "gloo", frame, sc, steps, tuple(range(world_size)))
 
 
-def simulated(op, algorithm, ranks, nbytes, topology):
-    return sim.run(build(op, algorithm, ranks, nbytes), topology, values=False).time_s
+def simulated(op, algorithm, ranks, nbytes, topology, protocol):
+    return sim.simulate(op, algorithm, ranks, nbytes, topology=topology, values=False, protocol=protocol).time_s
 
 
 DDP_LIKE = [("all_reduce", 1 << 20, 0.30, 0.31, 0.50, True), ("all_reduce", 4 << 20, 0.40, 0.50, 0.70, False)]
@@ -48,10 +47,10 @@ def test_each_collective_is_the_simulator_time_of_the_tuners_pick_and_totals_are
         r = replay(rec, name)
         topo = sim.topologies.preset(name)
         for _, c in r.collectives.iterrows():
-            algo, label = nccl_algorithm(c["op"], c["bytes"], r.world_size, topo.nodes, name)
+            algo, label, _ = nccl_algorithm(c["op"], c["bytes"], r.world_size, topo.nodes, name, topo.switch_agents > 0)
             assert (c["algorithm"], c["nccl"]) == (algo, label)
-            assert c["predicted_us"] == pytest.approx(simulated(c["op"], algo, r.world_size, c["bytes"], topo) * 1e6,
-                                                      rel=1e-12)
+            want = simulated(c["op"], algo, r.world_size, c["bytes"], topo, c["protocol"])
+            assert c["predicted_us"] == pytest.approx(want * 1e6, rel=1e-12)
         assert r.comm_s == pytest.approx(r.collectives["predicted_us"].sum() / 1e6, rel=1e-12)
         assert r.steps["serial_us"].iloc[0] == pytest.approx(r.steps["compute_us"].iloc[0] + r.steps["comm_us"].iloc[0])
         assert r.overlap_s <= r.serial_s + 1e-15
@@ -187,3 +186,20 @@ def test_docstring_examples_run():
     import labcore.sim.replays as module
 
     assert doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
+
+
+def test_stand_ins_for_nccls_pick_are_labelled():
+    rec = recording([("all_reduce", 256 << 20, 0.1, 0.1, 0.5, False), ("all_gather", 1 << 20, 0.6, 0.6, 0.7, False)])
+    r = replay(rec, "multinode")
+    big, gather = r.collectives.iloc[0], r.collectives.iloc[1]
+    assert big["nccl"].startswith("NVLSTree/") and "simulated as ring" in big["nccl"] and big["algorithm"] == "ring"
+    assert gather["algorithm"] == "ring" and big["status"] == gather["status"] == "simulated"
+
+
+def test_placed_rings_keep_the_base_order():
+    base = sim.topologies.preset("multinode")
+    placed = _Placed(base, [8, 0, 16])
+    orders = placed.ring_orders(2)
+    assert sorted(orders[0].tolist()) == [0, 1, 2]
+    first = [int(r) for r in base.ring_orders(2)[0] if int(r) in (0, 8, 16)]
+    assert [[8, 0, 16][k] for k in orders[0]] == first

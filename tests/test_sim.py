@@ -16,7 +16,7 @@ MODULES = ["labcore.sim", "labcore.sim.trace", "labcore.sim.collectives", "labco
            "labcore.sim.schedules._parts", "labcore.sim.schedules.ring", "labcore.sim.schedules.tree",
            "labcore.sim.schedules.recursive", "labcore.sim.schedules.hierarchical",
            "labcore.sim.schedules.switch", "labcore.sim.schedules.alltoall", "labcore.sim.schedules.bruck",
-           "labcore.sim.tuner", "labcore.sim.calibration", "labcore.sim.sweeps", "labcore.sim.cli"]
+           "labcore.sim.tuner", "labcore.sim.calibration", "labcore.sim.sweeps", "labcore.sim.cli", "labcore.sim.trees"]
 
 
 def test_import_does_not_pull_in_torch():
@@ -134,11 +134,16 @@ def test_double_tree_uses_two_complementary_trees():
 def test_h100_preset_reproduces_published_busbw_and_nccl_latency():
     topo = sim.topologies.nvswitch(8)
     ring = sim.simulate("all_reduce", "ring", 8, 8 << 30, topology=topo, values=False)
-    nvls = sim.simulate("all_reduce", "nvls", 8, 8 << 30, topology=topo, values=False, pipeline=64)
+    nvls = sim.simulate("all_reduce", "nvls", 8, 8 << 30, topology=topo, values=False)
     assert abs(ring.busbw / 370 - 1) < 0.10                            # GTC24 S62129: ~370 GB/s
     assert abs(nvls.busbw / 480 - 1) < 0.10                            # with NVLS: ~480 GB/s
-    small = sim.simulate("all_reduce", "ring", 8, 8, topology=topo)
+    assert (ring.protocol, nvls.protocol) == ("Simple", "NVLS")
+    gpu_only = sim.topologies.nvswitch(8, issue_s=0)
+    small = sim.simulate("all_reduce", "ring", 8, 8, topology=gpu_only)
+    assert small.protocol == "LL"
     assert abs(small.time_s * 1e6 - (6.6 + 14 * 0.6)) < 0.1            # NCCL Ring/LL latency, 8 GPUs
+    host_bound = sim.simulate("all_reduce", "ring", 8, 8, topology=topo)
+    assert host_bound.time_s == pytest.approx(topo.issue_s)            # one process issuing for 8 GPUs
 
 
 def test_other_presets():
@@ -154,11 +159,13 @@ def test_other_presets():
 
 
 def test_summary_and_frame():
-    trace = sim.simulate("all_gather", "ring", 4, 1 << 20, topology=sim.topologies.uniform(4, alpha=0, bandwidth=1e9))
+    one_port = sim.topologies.uniform(4, alpha=0, bandwidth=1e9, ports="single")
+    trace = sim.simulate("all_gather", "ring", 4, 1 << 20, topology=one_port)
     s = trace.summary()
-    assert math.isclose(s["busbw"], 1.0) and math.isclose(s["time_us"], s["bound_us"])
+    assert math.isclose(s["busbw"], 1.0) and math.isclose(s["time_us"], s["bound_us"])   # the ring meets the bound
     frame = trace.schedule.to_frame()
-    assert list(frame.columns) == ["step", "src", "dst", "chunk", "nbytes", "op", "channel"] and len(frame) == 12
+    assert list(frame.columns) == ["step", "src", "dst", "chunk", "nbytes", "op", "channel", "span"]
+    assert len(frame) == 12
     assert "step 2 [all-gather]" in str(trace.schedule)
 
 
@@ -167,3 +174,60 @@ def test_trace_frame_has_times_and_routes():
     frame = trace.to_frame()
     assert len(frame) == 3 and frame["end_us"].max() == pytest.approx(trace.time_s * 1e6)
     assert frame["route"].iloc[0].startswith("rank 0 -> switch")
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"nbytes": -1}, "nbytes must be a finite number"),
+    ({"nbytes": float("nan")}, "nbytes must be a finite number"),
+    ({"nbytes": float("inf")}, "nbytes must be a finite number"),
+    ({"nbytes": "1M"}, "nbytes must be a finite number"),
+    ({"ranks": 0}, "ranks must be a whole number"),
+    ({"ranks": 2.5}, "ranks must be a whole number"),
+    ({"ranks": True}, "ranks must be a whole number"),
+    ({"algorithm": "tree", "pipeline": 10 ** 9}, "pipeline must be a whole number from 1 to"),
+    ({"algorithm": "tree", "pipeline": 0}, "pipeline must be a whole number"),
+    ({"channels": 1000}, "channels must be a whole number from 1 to"),
+    ({"elements": 0}, "elements must be a whole number"),
+    ({"algorithm": "butterfly"}, "choose one of"),
+    ({"ranks": 1024, "nbytes": 1 << 30}, r"would keep ~\d+\.\d GiB .*values=False"),
+    ({"ranks": 4096, "values": False}, "million transfers"),
+    ({"protocol": "LL"}, "describes no protocols"),
+])
+def test_bad_input_is_refused_before_any_work_with_the_fix(kwargs, match):
+    args = {"op": "all_reduce", "algorithm": "ring", "ranks": 8, "nbytes": 1 << 20} | kwargs
+    with pytest.raises(ValueError, match=match):
+        sim.simulate(**args)
+
+
+def test_a_protocol_the_algorithm_cannot_use_is_named():
+    with pytest.raises(ValueError, match="cannot run 'nvls'"):
+        sim.simulate("all_reduce", "nvls", 8, 1 << 20, topology="nvswitch8", protocol="LL")
+    with pytest.raises(ValueError, match="has 8 ranks but ranks=4"):
+        sim.simulate("all_reduce", "ring", 4, 1 << 20, topology=sim.topologies.nvswitch(8))
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["all_reduce", "--size", "nan"], "cannot read size 'nan'"),
+    (["all_reduce", "--size", "-5"], "cannot read size '-5'"),
+    (["all_reduce", "-n", "0"], "must be at least 1"),
+    (["all_reduce", "--algo", "tree", "--pipeline", "1000000"], "pipeline must be a whole number"),
+    (["all_reduce", "-n", "1024", "--size", "1G"], "--no-values"),
+    (["all_reduce", "-b", "1M", "-e", "1K"], "larger than -e"),
+    (["all_reduce", "--algo", "fast"], "no 'fast' algorithm"),
+    (["all_reduce", "--topology", "uniform", "--protocol", "LL"], "describes no protocols"),
+    (["broadcast", "--algo", "chain", "--root", "9"], "--root must be a rank"),
+])
+def test_cli_refuses_bad_input_in_one_line_with_exit_2(argv, message):
+    done = subprocess.run([sys.executable, "-m", "labcore", "sim", *argv], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in done.stderr
+
+
+def test_lower_bound_for_point_to_point_algorithms():
+    one_port = sim.topologies.uniform(8, alpha=0, bandwidth=1e9, ports="single")
+    ring = sim.simulate("all_reduce", "ring", 8, 1 << 24, topology=one_port, values=False)
+    assert math.isclose(ring.time_s, ring.lower_bound_s(in_network=False))   # Patarasuk-Yuan: the ring meets it
+    assert ring.lower_bound_s() < ring.time_s                   # the mesh's switch could reduce in the network

@@ -332,3 +332,19 @@ def test_ranks_limit_is_stated_in_numbers():
     limit, why = lc.live.sysinfo.rank_limit("gloo")
     assert limit >= 1 and "CPU core" in why and "GB of free memory" in why
     assert not math.isnan(limit)
+
+
+def test_the_sweep_leaves_folders_that_are_not_run_folders_alone(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    other = tmp_path / "labcore-fr-abc"  # some other tool's folder with a similar name
+    other.mkdir()
+    assert scratch.sweep() == [] and other.exists()
+
+
+def test_torch_distributed_debug_in_env_reaches_the_default_group():
+    def level():
+        import torch.distributed as dist
+        return str(dist.get_debug_level())
+
+    with lc.Cluster(2, backend="gloo", env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}) as cl:
+        assert cl.run(level) == ["DebugLevel.DETAIL"] * 2

@@ -33,7 +33,7 @@ def test_one_frame_per_step_with_every_transfer_drawn(op, alg):
     trace = simulate(op, alg)
     trace.verify()
     fig = chunk_flow(trace)
-    s = trace.schedule
+    s = trace.per_chunk().schedule              # transfers of several chunks are drawn chunk by chunk
     assert len(fig.frames) == s.n_steps
     assert len(fig.layout.sliders[0].steps) == s.n_steps
     assert [b.label for b in fig.layout.updatemenus[0].buttons] == ["▶ play", "❚❚ pause"]
@@ -45,26 +45,35 @@ def test_one_frame_per_step_with_every_transfer_drawn(op, alg):
 @pytest.mark.parametrize("op,alg", CASES, ids=[f"{o}-{a}" for o, a in CASES])
 def test_captions_match_the_schedule(op, alg):
     trace = simulate(op, alg)
-    s = trace.schedule
+    s = trace.per_chunk().schedule
     caps = captions(trace)
     assert len(caps) == s.n_steps
     for k, (cap, sl) in enumerate(zip(caps, s.step_slices())):
-        assert cap.startswith(f"step {k + 1} of {s.n_steps}")
+        assert cap.startswith(f"step {k} of 0–{s.n_steps - 1}" if s.n_steps > 1 else "step 0, the only one")
         if s.phases and s.phases[k]:
             assert f", {s.phases[k]}:" in cap
-        first = s.steps()[k][0] if sl.stop > sl.start else None
-        if first is not None:
-            name = lambda a: f"rank {a}" if a < s.ranks else f"switch {a - s.ranks}"
-            assert f"{name(first.src)} sends chunk {first.chunk} to {name(first.dst)} ({first.op})" in cap
         n = sl.stop - sl.start
+        first = s.steps()[k][0] if n else None                   # channel 0 comes first
+        on = f" on channel {first.channel}" if n and s.n_channels > 1 else ""
+        if n == 1:
+            name = lambda a: f"rank {a}" if a < s.ranks else f"switch {a - s.ranks}"
+            channel = f", channel {first.channel}" if s.n_channels > 1 else ""
+            assert f"{name(first.src)} sends chunk {first.chunk} to {name(first.dst)} ({first.op}{channel})" in cap
+        elif n > 1:
+            label = lambda a: str(a) if a < s.ranks else f"S{a - s.ranks}"
+            assert f"{label(first.src)}→{label(first.dst)} chunk {first.chunk}" in cap and on in cap
+            assert cap.count("→") == min(n, 8)
         assert (f"{n} transfers at once" in cap) == (n > 1)
 
 
 def test_ring_caption_text_and_time():
     trace = sim.simulate("all_reduce", algorithm="ring", ranks=4, nbytes=1 << 20)
     fig = chunk_flow(trace)
-    assert captions(trace)[2].startswith("step 3 of 6, reduce-scatter: 4 transfers at once: rank 0 sends chunk 1")
-    assert captions(trace)[3].startswith("step 4 of 6, all-gather")
+    assert captions(trace)[2] == ("step 2 of 0–5, reduce-scatter: 4 transfers at once, each a reduce: "
+                                  "0→1 chunk 1, 1→2 chunk 2, 2→3 chunk 3, 3→0 chunk 0")   # all four spelled out
+    assert captions(trace)[3].startswith("step 3 of 0–5, all-gather")
+    assert [step.label for step in fig.layout.sliders[0].steps] == [str(k) for k in range(6)]
+    assert fig.data[-1].text[0].startswith("before step 0")
     text = fig.frames[-1].data[-1].text[0]
     total = f"{trace.time_s * 1e6:.4g} us"
     assert text.endswith(f"simulated time {total} of {total}")
@@ -167,3 +176,43 @@ def _decode_png(data: bytes) -> np.ndarray:
         out[y] = cur
         prev = cur
     return out.reshape(height, width, bpp)
+
+
+def test_captions_spell_out_up_to_eight_transfers():
+    eight = captions(sim.simulate("all_reduce", algorithm="ring", ranks=8, nbytes=8 * 4096))[0]
+    assert eight.count("→") == 8 and "more" not in eight
+    sixteen = captions(sim.simulate("all_reduce", algorithm="ring", ranks=16, nbytes=16 * 4096))[0]
+    assert sixteen.count("→") == 8 and sixteen.endswith(", and 8 more")
+
+
+def test_the_figure_takes_the_notebook_width_unless_exporting():
+    trace = sim.simulate("all_reduce", algorithm="ring", ranks=1, nbytes=4096)
+    fig = chunk_flow(trace)
+    assert fig.layout.width is None and fig.layout.autosize
+    assert " on 1 rank," in fig.layout.title.text
+    assert chunk_flow(trace, width=1050).layout.width == 1050
+
+
+def test_channels_get_their_own_colour_and_legend():
+    topo = sim.topologies.multinode(2, 2)
+    trace = sim.simulate("all_reduce", "ring", 4, 4096, topology=topo, channels=2)
+    fig = chunk_flow(trace)
+    named = [t.name for t in fig.data if t.showlegend]
+    assert named == ["channel 0", "channel 1"]
+    s = trace.schedule
+    colours = {t.name: t.line.color for t in fig.data if t.showlegend}
+    for frame, sl in zip(fig.frames, s.step_slices()):
+        outline = frame.data[-2]
+        assert list(outline.marker.color) == [colours[f"channel {c}"] for c in s.channel[sl].tolist()]
+    assert " on channel 1" in " ".join(captions(trace))
+    single = chunk_flow(sim.simulate("all_reduce", "ring", 4, 4096))
+    assert not any(t.showlegend for t in single.data)      # one channel: colours stay the chunks'
+
+
+def test_multi_chunk_transfers_are_drawn_chunk_by_chunk():
+    trace = sim.simulate("all_reduce", "hierarchical", 8, 8 * 4096, topology=sim.topologies.multinode(2, 4),
+                         pipeline=2)
+    assert trace.schedule.span.max() == 2                  # a block of the node ring is two chunks
+    fig = chunk_flow(trace)
+    expanded = trace.per_chunk().schedule
+    assert sum(len(arrows_in(f)) for f in fig.frames) == expanded.n_transfers > trace.schedule.n_transfers

@@ -24,7 +24,7 @@ def test_step_slider_shows_that_step():
     ex.controls["step"].value = 2
     assert ex.figure.data[-1].text[0].startswith(caps[1].split(":")[0])
     ex.controls["step"].value = 0
-    assert ex.figure.data[-1].text[0].startswith("before step 1")
+    assert ex.figure.data[-1].text[0].startswith("before step 0")
 
 
 def test_hierarchical_gets_a_node_size_and_bad_settings_say_why():

@@ -55,6 +55,18 @@ def test_crossover_marks_the_winner_changes():
     star = [t for t in fig.data if t.name == "fastest"][0]
     assert list(star.text[:2]) == ["tree/LL", "tree/LL"] and star.text[-1] == "ring/simple"
     assert [a.text for a in fig.layout.annotations] == ["tree/LL", "ring/simple"]
+    assert fig.layout.legend.x < 0.5 and fig.layout.legend.y <= 1      # inside the plot
+
+
+def test_crossover_labels_close_together_go_on_separate_rows():
+    sizes = np.logspace(2, 8, 61)
+    flip = (sizes > 1e6) & (sizes < 1.3e6)              # a narrow band where another choice wins
+    p = pd.concat([
+        pd.DataFrame({"size": sizes, "algorithm": "ring", "protocol": "simple", "time_us": 10.0}),
+        pd.DataFrame({"size": sizes, "algorithm": "tree", "protocol": "LL128", "time_us": np.where(flip, 5.0, 20.0)}),
+    ])
+    labels = sorted(((a.x, a.y) for a in crossover_plot(p).layout.annotations))
+    assert len(labels) == 3 and len({y for _, y in labels[1:]}) == 2     # the two close labels stack
 
 
 def test_topology_heatmap_numbers_and_codes():

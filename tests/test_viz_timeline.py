@@ -38,3 +38,20 @@ def test_shared_link_is_hatched():
     rows = [fig.layout.yaxis.ticktext[y] for y in fig.data[0].y]
     assert [s for s, r in zip(shapes, rows) if r.startswith("r0 -> hub")] == ["/", "/"]
     assert [s for s, r in zip(shapes, rows) if r.startswith("hub -> r1")] == [""]
+
+
+def test_each_nic_carries_its_own_channel():
+    topo = sim.topologies.multinode(2, 4)               # 4 channels, one per NIC
+    trace = sim.simulate("all_reduce", "ring", 8, 1 << 20, topology=topo)
+    assert trace.schedule.n_channels == 4
+    usage = link_usage(trace)
+    nics = usage[usage["label"].str.contains("nic")]
+    assert len(nics) == 16 and (nics["max_sharing"] == 1).all()   # 8 NICs each way, one ring on each
+    fig = link_timeline(trace)
+    rows = [fig.layout.yaxis.ticktext[y] for y in fig.data[0].y]
+    colour_of = {}
+    for row, colour in zip(rows, fig.data[0].marker.color):
+        if "(nic)" in row:
+            colour_of.setdefault(row, set()).add(colour)
+    assert all(len(c) == 1 for c in colour_of.values())            # one channel per NIC direction
+    assert len({next(iter(c)) for c in colour_of.values()}) == 4

@@ -6,7 +6,11 @@ All-reduce by hand: correct!
 """
 from __future__ import annotations
 
-from labcore.exercises.core import CustomExercise, FunctionExercise, Incorrect, ValueExercise
+from collections.abc import Sequence
+
+import numpy as np
+
+from labcore.exercises.core import CustomExercise, Incorrect, NotAttempted, ValueExercise, _is_blank
 
 q_all_reduce = ValueExercise(
     "All-reduce by hand",
@@ -16,12 +20,13 @@ q_all_reduce = ValueExercise(
     rtol=0,
     mistakes=[(3, "3 is what rank 2 started with: all_reduce replaces it with the combined value."),
               (4, "4 is the number of ranks; all_reduce adds the ranks' values."),
-              (2.5, "That is the average (ReduceOp.AVG); the question asks for SUM.")],
+              (2.5, "That is the average (ReduceOp.AVG); the question asks for SUM."),
+              (24, "24 is the product (ReduceOp.PRODUCT); the question asks for SUM.")],
     hints=["Every rank ends with the same value.",
            "The value is the sum over ranks of what each rank held before: 1 + 2 + 3 + 4."],
     solution="1 + 2 + 3 + 4 = 10, on every rank (all_reduce = reduce + broadcast).",
     correct_example=10,
-    wrong_examples=[3, 4, 2.5, 24],
+    wrong_examples=[3, 4, 2.5, 24, 9],
 )
 
 
@@ -29,37 +34,106 @@ def _all_to_all(inputs: list[list]) -> list[list]:
     return [[inputs[src][dst] for src in range(len(inputs))] for dst in range(len(inputs))]
 
 
-q_all_to_all = FunctionExercise(
+_ALL_TO_ALL_CASES = [
+    [["a0", "a1"], ["b0", "b1"]],
+    [[0, 1, 2], [10, 11, 12], [20, 21, 22]],
+    [[f"{r}->{j}" for j in range(4)] for r in range(4)],
+]
+
+
+def _as_rows(got, n: int, case: list) -> list[list]:
+    """The learner's outputs as a list of n lists (any sequences, numpy arrays included)."""
+    if isinstance(got, np.ndarray):
+        got = got.tolist()
+    if not isinstance(got, Sequence) or isinstance(got, str) or len(got) != n:
+        raise Incorrect(f"For inputs={case!r} return {n} lists, one per rank; you return {got!r}.")
+    rows = []
+    for r, row in enumerate(got):
+        if isinstance(row, np.ndarray):
+            row = row.tolist()
+        if not isinstance(row, Sequence) or isinstance(row, str) or len(row) != n:
+            raise Incorrect(f"For inputs={case!r}, outputs[{r}] should hold {n} items, one from every "
+                            f"rank; you return {row!r}.")
+        rows.append(list(row))
+    return rows
+
+
+def _check_all_to_all(answer) -> str:
+    if not callable(answer):
+        raise Incorrect("pass your function, e.g. q_all_to_all.check(predict).")
+    for case in _ALL_TO_ALL_CASES:
+        n = len(case)
+        try:
+            got = answer([list(row) for row in case])
+        except NotImplementedError:
+            raise NotAttempted()
+        if _is_blank(got):
+            raise NotAttempted()
+        rows = _as_rows(got, n, case)
+        want = _all_to_all(case)
+        for r in range(n):
+            for j in range(n):
+                if rows[r][j] == want[r][j]:
+                    continue
+                sent = [(s, d) for s in range(n) for d in range(n) if case[s][d] == rows[r][j]]
+                if sent:
+                    s, d = sent[0]
+                    why = (f"but rank {s} sent {rows[r][j]!r} to rank {d}" if d != r else
+                           f"but {rows[r][j]!r} came from rank {s}, and outputs[{r}][{j}] holds what came from rank {j}")
+                else:
+                    why = "an item no rank sent"
+                raise Incorrect(f"For inputs={case!r} your outputs[{r}][{j}] is {rows[r][j]!r}, {why}.")
+    return f"({len(_ALL_TO_ALL_CASES)} cases passed)"
+
+
+q_all_to_all = CustomExercise(
     "Predict all-to-all",
     "Write predict(inputs): inputs[r][j] is the item rank r sends to rank j. Return outputs, "
-    "where outputs[r] is the list rank r holds after dist.all_to_all (item j came from rank j).",
-    reference=_all_to_all,
-    cases=[([["a0", "a1"], ["b0", "b1"]],),
-           ([[0, 1, 2], [10, 11, 12], [20, 21, 22]],),
-           ([[f"{r}->{j}" for j in range(4)] for r in range(4)],)],
+    "where outputs[r] is the list rank r holds after dist.all_to_all (item j came from rank j); "
+    "lists, tuples or a numpy array all do.",
+    checker=_check_all_to_all,
     hints=["Rank r receives one item from every rank j: the one rank j addressed to r.",
            "That item is inputs[j][r]: all-to-all transposes the matrix of items."],
     solution="def predict(inputs):\n"
              "    n = len(inputs)\n"
              "    return [[inputs[j][r] for j in range(n)] for r in range(n)]",
-    wrong_examples=[lambda inputs: inputs, lambda inputs: [row[::-1] for row in inputs]],
+    correct_example=_all_to_all,
+    wrong_examples=[lambda inputs: inputs, lambda inputs: [row[::-1] for row in inputs],
+                    lambda inputs: [inputs[0]] * len(inputs), lambda inputs: inputs[0]],
 )
 
+# Every collective notebook 01 runs, and why it is not the one that leaves rank r with slice r of the sum.
 _NAMES = {
     "reduce_scatter": None,
     "all_reduce": "all_reduce leaves every rank with the whole reduced tensor, not one slice.",
     "scatter": "scatter hands out slices of one rank's tensor; nothing is added up.",
     "reduce": "reduce leaves the whole sum on one rank only.",
     "all_gather": "all_gather concatenates the ranks' tensors; nothing is added up.",
+    "gather": "gather collects every rank's tensor on one rank; nothing is added up.",
+    "broadcast": "broadcast copies one rank's tensor to every rank; nothing is added up.",
+    "all_to_all": "all_to_all sends a different piece to every rank, but nothing is added up.",
+    "barrier": "a barrier moves no data at all; it only waits for every rank.",
+    "send": "send and recv move data between two ranks; a collective involves every rank.",
+    "recv": "send and recv move data between two ranks; a collective involves every rank.",
 }
+# other spellings of the same collectives (torch 2.13's *_single names and their predecessors)
+_ALIASES = {"reduce_scatter_tensor": "reduce_scatter", "reduce_scatter_single": "reduce_scatter",
+            "all_gather_into_tensor": "all_gather", "all_gather_single": "all_gather",
+            "all_to_all_single": "all_to_all", "isend": "send", "irecv": "recv",
+            "allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+            "alltoall": "all_to_all"}
 
 
 def _which(answer) -> None:
-    name = str(answer).strip().lower().replace("-", "_").replace(" ", "_")
-    name = name.removeprefix("dist.").replace("reduce_scatter_tensor", "reduce_scatter")
+    if not isinstance(answer, str):
+        raise Incorrect(f"answer with the collective's name as a string, such as 'all_gather'; "
+                        f"you gave {type(answer).__name__} {answer!r}.")
+    name = answer.strip().lower().replace("-", "_").replace(" ", "_").removesuffix("()")
+    name = name.removeprefix("torch.").removeprefix("distributed.").removeprefix("dist.")
+    name = _ALIASES.get(name, name)
     if name not in _NAMES:
-        raise Incorrect(f"{answer!r} is not one of the collectives in this notebook; "
-                        "answer with a name such as 'all_gather'.")
+        raise Incorrect(f"{answer!r} is not the name of a torch.distributed collective; answer with one "
+                        "of the names used in this notebook, such as 'all_gather'.")
     if _NAMES[name]:
         raise Incorrect(_NAMES[name])
 
@@ -73,7 +147,8 @@ q_which = CustomExercise(
            "Its name says what it does: first reduce, then scatter the result."],
     solution="'reduce_scatter': an all_reduce is a reduce_scatter followed by an all_gather.",
     correct_example="reduce_scatter",
-    wrong_examples=["all_reduce", "scatter", "broadcast"],
+    wrong_examples=["all_reduce", "scatter", "broadcast", "gather", "all_to_all", "barrier",
+                    "reduce", "all_gather", "sum", 3],
 )
 
 __all__ = ["q_all_reduce", "q_all_to_all", "q_which"]

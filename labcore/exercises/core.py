@@ -30,8 +30,12 @@ Bus bandwidth factor: correct!
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -67,6 +71,46 @@ class Incorrect(Exception):
 
 class NotAttempted(Exception):
     """Raised by a check when the answer is still the starter code."""
+
+
+class _OutOfTime(BaseException):
+    """Raised inside a check that ran past its time limit (a BaseException: ``except Exception``
+    in the learner's code must not swallow it)."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """Interrupt the block after ``seconds`` (main thread only; elsewhere the block runs unbounded).
+
+    Any timer already running (pytest-timeout's, say) is put back with the time it had left.
+    """
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def out_of_time(signum, frame):
+        raise _OutOfTime()
+
+    previous = signal.signal(signal.SIGALRM, out_of_time)
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer:
+            signal.setitimer(signal.ITIMER_REAL, max(1e-3, outer - (time.monotonic() - start)))
+
+
+def _describe_answer(answer: Any) -> str:
+    text = _fmt(answer)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return f"{text} (a {type(answer).__name__})"
+
+
+def _not_finite(answer: Any) -> bool:
+    return isinstance(answer, float) and not math.isfinite(answer)
 
 
 @dataclass(frozen=True)
@@ -111,6 +155,12 @@ class Exercise:
     correct_example, wrong_examples
         A right answer and some wrong ones; the test suite checks that each
         exercise accepts the first and rejects the others.
+    expects
+        What kind of answer the question takes ("a number", "a function of
+        (rank, step, n)", ...), named when an answer is of another kind.
+    time_limit
+        Seconds a check may take (a learner's function that never returns is
+        stopped and reported); None for no limit.
 
     Example
     -------
@@ -123,9 +173,15 @@ class Exercise:
     Even: not quite. 3 is odd.
     """
 
+    expects = "the kind of answer the question asks for"
+
     def __init__(self, title: str, prompt: str, *, hints: Sequence[str] = (),
                  solution: str = "", var: str | None = None,
-                 correct_example: Any = _NOTHING, wrong_examples: Iterable[Any] = ()):
+                 correct_example: Any = _NOTHING, wrong_examples: Iterable[Any] = (),
+                 expects: str | None = None, time_limit: float | None = 10.0):
+        if expects is not None:
+            self.expects = expects
+        self.time_limit = time_limit
         self.title = title
         self.prompt = prompt
         self.hints = list(hints)
@@ -180,15 +236,28 @@ class Exercise:
                        f"Replace ____ with your answer, then run {how}.")
         if _is_blank(answer):
             return blank
+        if answer is None or _not_finite(answer):
+            why = ("None: nothing was computed (a function or cell without a return value?)"
+                   if answer is None else f"{answer}: some step divided by zero or overflowed")
+            return Result("incorrect", f"{self.title}: not quite. Your answer is {why}. "
+                          f"This question takes {self.expects}.")
         try:
-            remark = self._check(answer, **context)
+            with _time_limit(self.time_limit):
+                remark = self._check(answer, **context)
         except NotAttempted:
             return blank
         except Incorrect as wrong:
             return Result("incorrect", f"{self.title}: not quite. {wrong}")
-        except Exception as err:  # the learner's code raised while being checked
-            return Result("incorrect", f"{self.title}: not quite. Checking your answer raised "
-                          f"{type(err).__name__}: {err}")
+        except _OutOfTime:
+            return Result("incorrect", f"{self.title}: not quite. Your function did not return within "
+                          f"{self.time_limit:g} s, so it was stopped: an endless loop, or a wait for "
+                          "something that never comes?")
+        except Exception as err:
+            if callable(answer):  # most likely the learner's own code raised while being checked
+                return Result("incorrect", f"{self.title}: not quite. Checking your answer raised "
+                              f"{type(err).__name__}: {err}")
+            return Result("incorrect", f"{self.title}: not quite. Your answer, {_describe_answer(answer)}, "
+                          f"is not {self.expects}.")
         return Result("correct", f"{self.title}: correct!" + (f" {remark}" if remark else ""))
 
 
@@ -229,6 +298,8 @@ class ValueExercise(Exercise):
     busbw: not quite. That is algbw; multiply by 2(n-1)/n.
     """
 
+    expects = "a number"
+
     def __init__(self, title: str, prompt: str, *, expected: Any, rtol: float = 1e-2,
                  atol: float = 0.0, unit: str = "", mistakes: Sequence[tuple[Any, str]] = (),
                  given: dict | None = None, **kwargs: Any):
@@ -259,10 +330,16 @@ class ValueExercise(Exercise):
         return a.shape == b.shape and bool(np.allclose(a, b, rtol=self.rtol, atol=self.atol))
 
     def _check(self, answer: Any, **context: Any) -> str | None:
+        if isinstance(answer, (str, bytes)):
+            raise Incorrect(f"your answer is the text {answer!r}; give {self.expects} (no quotes).")
+        if isinstance(answer, bool):
+            raise Incorrect(f"your answer is {answer}, a yes/no; give {self.expects}.")
         try:
-            np.asarray(answer, dtype=float)
+            values = np.asarray(answer, dtype=float)
         except (TypeError, ValueError):
-            raise Incorrect(f"expected a number, got {type(answer).__name__} {_fmt(answer)}.")
+            raise Incorrect(f"your answer, {_describe_answer(answer)}, is not {self.expects}.") from None
+        if not np.isfinite(values).all():
+            raise Incorrect("your answer holds nan or inf: some step divided by zero or overflowed.")
         want = self.expected_value()
         if self._close(answer, want):
             return None
@@ -270,13 +347,14 @@ class ValueExercise(Exercise):
             if self._close(answer, self._value(value)):
                 raise Incorrect(message)
         unit = f" {self.unit}" if self.unit else ""
+        near = f"within {self.rtol:.0%} of " if self.rtol else ""
+        # how far off stays unsaid (a ratio would give the answer away); only a units slip is named
+        hint = ""
         if np.ndim(want) == 0 and np.ndim(answer) == 0 and float(want) != 0 and float(answer) != 0:
             ratio = float(answer) / float(want)
-            off = f"{ratio:.3g}x the right value" if ratio > 0 else "the wrong sign"
-            hint = " (check the units)" if _power_of_ten(ratio) else ""
-            raise Incorrect(f"you gave {_fmt(float(answer))}{unit}, which is {off}{hint}.")
-        near = f"within {self.rtol:.0%} of " if self.rtol else ""
-        raise Incorrect(f"you gave {_fmt(answer)}{unit}; that is not {near}the right value.")
+            hint = (" It has the wrong sign." if ratio < 0 else
+                    " It is off by a power of ten: check the units." if _power_of_ten(ratio) else "")
+        raise Incorrect(f"you gave {_fmt(answer)}{unit}; that is not {near}the right value.{hint}")
 
 
 def _power_of_ten(ratio: float) -> bool:
@@ -297,30 +375,34 @@ class FunctionExercise(Exercise):
         ``compare(got, want)`` -> True when equal enough; default: exact equality
         for plain values, ``numpy.allclose`` for arrays and tensors.
     describe
-        ``describe(args, kwargs)`` -> text naming a case in feedback.
+        ``describe(args, kwargs)`` -> text naming a case in feedback; by
+        default the reference's parameter names with the case's values
+        ("nbytes=1024, ranks=2"). Feedback names the failing case and what the
+        learner's function returned, never the right result.
 
     Example
     -------
     >>> q = FunctionExercise("Ring steps", "Steps of a ring all_reduce on n ranks?",
     ...                      reference=lambda n: 2 * (n - 1), cases=[(2,), (4,), (8,)])
     >>> q.check(lambda n: n - 1)
-    Ring steps: not quite. For input 2 you return 1, expected 2.
+    Ring steps: not quite. For n=2 you return 1, which is not right (hint() helps).
     """
 
     def __init__(self, title: str, prompt: str, *, reference: Callable, cases: Sequence[Any],
                  compare: Callable[[Any, Any], bool] | None = None,
                  describe: Callable[[tuple, dict], str] | None = None, **kwargs: Any):
         kwargs.setdefault("correct_example", reference)
+        kwargs.setdefault("expects", "a function")
         super().__init__(title, prompt, **kwargs)
         self.reference = reference
         self.cases = [c if (len(c) == 2 and isinstance(c[1], dict)) else (tuple(c), {})
                       for c in cases]
         self.compare = compare or _equal
-        self.describe = describe or _describe_case
+        self.describe = describe or _case_namer(reference)
 
     def _check(self, answer: Any, **context: Any) -> str | None:
         if not callable(answer):
-            raise Incorrect(f"expected a function, got {type(answer).__name__}.")
+            raise Incorrect(f"your answer, {_describe_answer(answer)}, is not {self.expects}.")
         for args, kwargs in self.cases:
             try:
                 got = answer(*args, **kwargs)
@@ -331,16 +413,33 @@ class FunctionExercise(Exercise):
                                 f"{type(err).__name__}: {err}")
             if _is_blank(got):
                 raise NotAttempted()
+            if got is None:
+                raise Incorrect(f"For {self.describe(args, kwargs)} your function returned None: "
+                                "is a `return` missing?")
+            if _not_finite(got):
+                raise Incorrect(f"For {self.describe(args, kwargs)} your function returned {got}: "
+                                "some step divided by zero or overflowed.")
             want = self.reference(*args, **kwargs)
             if not self.compare(got, want):
                 raise Incorrect(f"For {self.describe(args, kwargs)} you return {_fmt(got)}, "
-                                f"expected {_fmt(want)}.")
+                                "which is not right (hint() helps).")
         return f"({len(self.cases)} cases passed)" if len(self.cases) > 1 else None
 
 
-def _describe_case(args: tuple, kwargs: dict) -> str:
-    parts = [_fmt(a) for a in args] + [f"{k}={_fmt(v)}" for k, v in kwargs.items()]
-    return "input " + ", ".join(parts)
+def _case_namer(reference: Callable) -> Callable[[tuple, dict], str]:
+    """``describe`` for a reference function: its parameter names beside a case's values."""
+    import inspect
+
+    try:
+        names = [p.name for p in inspect.signature(reference).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):      # a builtin without a signature
+        names = []
+
+    def describe(args: tuple, kwargs: dict) -> str:
+        parts = [f"{names[i]}={_fmt(a)}" if i < len(names) else _fmt(a) for i, a in enumerate(args)]
+        return ", ".join(parts + [f"{k}={_fmt(v)}" for k, v in kwargs.items()]) or "no arguments"
+    return describe
 
 
 def _equal(got: Any, want: Any) -> bool:

@@ -452,6 +452,8 @@ q_average = CustomExercise(
              "# labcore.exercises.data_parallel.allreduce_per_parameter is the same.",
     correct_example=allreduce_per_parameter,
     wrong_examples=[_no_divide, _params_not_grads],
+    expects="a function of the model",
+    time_limit=None,          # bounded by the cluster call's own timeout (it reports a hang)
 )
 
 
@@ -538,6 +540,8 @@ q_buckets = CustomExercise(
              "            offset += p.numel()",
     correct_example=allreduce_buckets,
     wrong_examples=[_drop_last_bucket, _bucket_no_divide, lambda model, bucket_bytes: allreduce_per_parameter(model)],
+    expects="a function",
+    time_limit=None,          # bounded by the cluster call's own timeout (it reports a hang)
 )
 
 
@@ -643,6 +647,8 @@ q_overlap = CustomExercise(
     correct_example=(_launch_async, _finish_wait),
     wrong_examples=[(_launch_async, _finish_no_wait), (_launch_blocking, _finish_wait),
                     (_launch_async, _finish_no_divide)],
+    expects="a pair of functions (launch, finish)",
+    time_limit=None,          # bounded by the cluster call's own timeout (it reports a hang)
 )
 
 
@@ -722,6 +728,8 @@ q_accumulate = CustomExercise(
              "            (loss_fn(ddp(x), y) / len(micro_batches)).backward()",
     correct_example=_accumulate,
     wrong_examples=[_accumulate_every, _accumulate_never, _accumulate_unscaled],
+    expects="a function",
+    time_limit=None,          # bounded by the cluster call's own timeout (it reports a hang)
 )
 
 
@@ -762,4 +770,5 @@ q_ddp_bytes = CustomExercise(
     solution="2 * (n - 1) / n * G   # nccl-tests' all_reduce busbw factor 2(n-1)/n",
     correct_example=2 * 3 / 4 * 14912,
     wrong_examples=[14912, 2 * 14912, 3 / 4 * 14912, 2 * 3 * 14912, 12345.0],
+    expects="a number of bytes",
 )

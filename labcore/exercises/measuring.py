@@ -1,8 +1,11 @@
 """Exercises for notebook 04, measuring collectives like nccl-tests.
 
-- :data:`q_size`: nccl-tests' "size" column for each collective (which buffer it counts);
+- :data:`q_size`: nccl-tests' "size" column from its "count" column, for each collective;
 - :data:`q_algbw`: from a published busbw back to the algbw one GPU sees;
 - :data:`q_regressions`: read the evidence gate's verdict from a comparison table.
+
+Feedback says what is wrong (which buffer, which factor, which sizes are not in the
+table) without giving the number away.
 
 Example
 -------
@@ -11,17 +14,25 @@ algbw from busbw: correct!
 """
 from __future__ import annotations
 
-from labcore.exercises.core import Exercise, FunctionExercise, Incorrect, NotAttempted, ValueExercise
-from labcore.exercises.core import _is_blank
+import math
+
+from labcore.exercises.core import Exercise, Incorrect, NotAttempted, ValueExercise, _is_blank
 
 __all__ = ["q_size", "q_algbw", "q_regressions", "nccl_tests_size"]
 
+CHUNKED = ("all_gather", "reduce_scatter", "all_to_all")
+SIZE_CASES = [("all_reduce", 256, 4, 4), ("broadcast", 100, 8, 2), ("all_gather", 256, 4, 4),
+              ("reduce_scatter", 256, 4, 4), ("all_to_all", 10, 3, 8), ("all_gather", 1, 8, 1),
+              ("reduce_scatter", 16, 2, 2)]
+
 
 def nccl_tests_size(op: str, count: int, nranks: int, itemsize: int) -> int:
-    """nccl-tests' "size" (bytes) for ``op`` called with ``count`` elements per rank.
+    """nccl-tests' "size" (bytes) for ``op`` when its "count" column shows ``count``.
 
-    It is the larger of one rank's send and receive buffers, so that algbw =
-    size / time for every collective (nccl-tests doc/PERFORMANCE.md).
+    ``count`` is what the NCCL call is given: all of one rank's buffer for all_reduce and
+    broadcast, and one rank's share for all_gather (what it sends), reduce_scatter (what it
+    receives) and all_to_all (what it sends to each peer). ``size`` is the larger of one
+    rank's send and receive buffers, so that algbw = size / time (nccl-tests doc/PERFORMANCE.md).
 
     >>> nccl_tests_size("all_gather", 1024, 4, 4)
     16384
@@ -29,31 +40,95 @@ def nccl_tests_size(op: str, count: int, nranks: int, itemsize: int) -> int:
     from labcore.live.bench.ops import OPS, canonical
 
     spec = OPS[canonical(op)]
-    if not spec.chunked:
-        return count * itemsize
-    return count * nranks * itemsize
+    return count * itemsize * (nranks if spec.chunked else 1)
 
 
-q_size = FunctionExercise(
+class _SizeExercise(Exercise):
+    """The learner's size(op, count, nranks, itemsize), run on cases, with feedback by mistake."""
+
+    def _check(self, answer, **context):
+        if not callable(answer):
+            raise Incorrect(f"expected a function size(op, count, nranks, itemsize), got {type(answer).__name__}.")
+        for op, count, n, item in SIZE_CASES:
+            case = f"op={op!r}, count={count}, nranks={n}, itemsize={item}"
+            try:
+                got = answer(op, count, n, item)
+            except NotImplementedError:
+                raise NotAttempted()
+            except Exception as err:
+                raise Incorrect(f"for {case} your function raised {type(err).__name__}: {err}")
+            if _is_blank(got):
+                raise NotAttempted()
+            want = nccl_tests_size(op, count, n, item)
+            if got == want:
+                continue
+            raise Incorrect(f"for {case} {_size_mistake(op, count, n, item, got)}")
+        return f"({len(SIZE_CASES)} cases passed)"
+
+
+def _size_mistake(op, count, n, item, got) -> str:
+    """What a wrong size shows, without the right number."""
+    if not isinstance(got, (int, float)) or isinstance(got, bool) or not math.isfinite(got):
+        return f"your function returned {got!r}: return a number of bytes."
+    if op in CHUNKED and got == count * item:
+        side = {"all_gather": "the gathered output", "reduce_scatter": "the input to be reduced",
+                "all_to_all": "the buffer with one share per peer"}[op]
+        return (f"your size is one rank's share; nccl-tests counts the larger buffer, {side}, "
+                f"which holds a share from every rank.")
+    if op not in CHUNKED and got == count * item * n:
+        return "your size grows with the rank count, but every rank's buffer holds just `count` elements here."
+    if got in (count, count * n):
+        return "your size counts elements; nccl-tests' size is in bytes."
+    return "your size is not the larger of one rank's send and receive buffers, in bytes."
+
+
+q_size = _SizeExercise(
     "nccl-tests size",
     "Write size(op, count, nranks, itemsize): the bytes nccl-tests prints in its 'size' column "
-    "when each rank passes `count` elements to `op` (all_reduce, all_gather, reduce_scatter, "
-    "broadcast, all_to_all).",
-    reference=nccl_tests_size,
-    cases=[("all_reduce", 256, 4, 4), ("broadcast", 100, 8, 2), ("all_gather", 256, 4, 4),
-           ("reduce_scatter", 256, 4, 4), ("all_to_all", 10, 3, 8), ("all_gather", 1, 8, 1)],
-    hints=["all_reduce and broadcast: every rank's buffer holds `count` elements.",
-           "all_gather: `count` is what each rank contributes; the output holds one such chunk per "
-           "rank. reduce_scatter is the mirror image (the input holds n chunks).",
+    "when its 'count' column shows `count`. `count` is what the NCCL call is given: the whole "
+    "buffer for all_reduce and broadcast; one rank's share for all_gather (what it sends), "
+    "reduce_scatter (what it receives) and all_to_all (what it sends to each peer).",
+    hints=["size is the larger of one rank's send and receive buffers, in bytes.",
+           "all_gather: the output holds one `count` share per rank. reduce_scatter is its mirror "
+           "image: the input holds them. all_to_all: both buffers do.",
            "size = count * itemsize, times nranks for all_gather, reduce_scatter and all_to_all."],
     solution="def size(op, count, nranks, itemsize):\n"
-             "    per_rank_chunks = nranks if op in ('all_gather', 'reduce_scatter', 'all_to_all') else 1\n"
-             "    return count * per_rank_chunks * itemsize",
+             "    shares = nranks if op in ('all_gather', 'reduce_scatter', 'all_to_all') else 1\n"
+             "    return count * shares * itemsize",
+    correct_example=nccl_tests_size,
     wrong_examples=[lambda op, count, nranks, itemsize: count * itemsize,
-                    lambda op, count, nranks, itemsize: count * nranks * itemsize],
+                    lambda op, count, nranks, itemsize: count * nranks * itemsize,
+                    lambda op, count, nranks, itemsize: count * (nranks if op == "all_gather" else 1) * itemsize],
 )
 
-q_algbw = ValueExercise(
+
+class _AlgbwExercise(ValueExercise):
+    """algbw from busbw, with feedback that says which way the answer is off, never by how much."""
+
+    def _check(self, answer, **context):
+        try:
+            value = float(answer)
+        except (TypeError, ValueError):
+            raise Incorrect(f"answer with a number of GB/s, not {type(answer).__name__} {answer!r}.")
+        if not math.isfinite(value) or value <= 0:
+            raise Incorrect(f"{answer!r} cannot be a bandwidth: answer with a positive number of GB/s.")
+        try:
+            return super()._check(value, **context)
+        except Incorrect as wrong:
+            if "the right value" not in str(wrong):
+                raise
+        busbw, n = self.given["busbw"], self.given["n"]
+        if value > busbw:
+            raise Incorrect("algbw cannot exceed busbw here: all_reduce's factor 2(n-1)/n is above 1 "
+                            f"for n = {n}, and busbw = algbw x that factor.")
+        if value < busbw / 2:
+            raise Incorrect("too small: all_reduce's factor 2(n-1)/n stays below 2, so algbw is more "
+                            "than half of busbw.")
+        raise Incorrect(f"between busbw / 2 and busbw, but not busbw divided by 2(n-1)/n for n = {n}: "
+                        "check the factor.")
+
+
+q_algbw = _AlgbwExercise(
     "algbw from busbw",
     "NVIDIA quotes about {busbw} GB/s of nccl-tests all_reduce busbw on {n} H100 GPUs "
     "(GTC24 S62129). What algbw (GB/s) does that mean, i.e. bytes of the buffer per second?",
@@ -68,20 +143,20 @@ q_algbw = ValueExercise(
            "For all_reduce the factor is 2(n-1)/n = 1.75 on 8 ranks."],
     solution="algbw = busbw / (2 * (n - 1) / n) = 370 / 1.75 = 211 GB/s: a 1 GB all_reduce "
              "takes about 4.7 ms.",
-    correct_example=370 / 1.75, wrong_examples=[370.0, 370 * 1.75],
+    correct_example=370 / 1.75, wrong_examples=[370.0, 370 * 1.75, 100.0, 300.0, float("nan"), "fast"],
 )
 
 
 def _example_gate():
+    """A gate table as ``lc.bench.compare`` returns it, for the question before the notebook's own."""
     import pandas as pd
 
     sizes = [1 << 20, 4 << 20, 16 << 20, 64 << 20]
-    base = [5000.0, 12000.0, 40000.0, 150000.0]
-    now = [5200.0, 19000.0, 41000.0, 260000.0]
     gate = pd.DataFrame(dict(op="all_reduce", size=sizes, placement="in-place",
-                             baseline_us=base, current_us=now))
-    gate["ratio"] = gate["baseline_us"] / gate["current_us"]
-    gate["status"] = ["pass" if r >= 0.8 else "regression" for r in gate["ratio"]]
+                             baseline_us=[5000.0, 12000.0, 40000.0, 150000.0],
+                             current_us=[5200.0, 25000.0, 47000.0, 310000.0],
+                             status=["pass", "regression", "inconclusive", "regression"]))
+    gate["slowdown"] = gate["current_us"] / gate["baseline_us"]
     return gate
 
 
@@ -101,19 +176,28 @@ class _GateExercise(Exercise):
         if _is_blank(answer):
             raise NotAttempted()
         table = self.result
-        want = sorted(int(s) for s in table.loc[table["status"] == "regression", "size"].unique())
+        if isinstance(answer, (str, bytes)) or not hasattr(answer, "__iter__"):
+            raise Incorrect(f"answer with a list of sizes in bytes, e.g. [1048576, 4194304]; got {answer!r}.")
         try:
-            got = sorted(int(s) for s in answer)
+            got = sorted({int(s) for s in answer})
         except (TypeError, ValueError):
             raise Incorrect(f"answer with a list of sizes in bytes, e.g. [1048576, 4194304]; got {answer!r}.")
+        status = table.groupby("size")["status"].agg(set)
+        want = sorted(int(s) for s, st in status.items() if "regression" in st)
         if got == want:
             return None
-        extra, missing = sorted(set(got) - set(want)), sorted(set(want) - set(got))
         parts = []
-        if extra:
-            parts.append(f"{extra} passed the gate (ratio >= 1 - tolerance)")
+        absent = [s for s in got if s not in status.index]
+        if absent:
+            parts.append(f"{absent} {'is' if len(absent) == 1 else 'are'} not a size in this table "
+                         "(sizes are in bytes, as in its size column)")
+        for label in ("pass", "inconclusive"):
+            named = [s for s in got if s in status.index and s not in want and label in status[s]]
+            if named:
+                parts.append(f"{named} {'was' if len(named) == 1 else 'were'} marked {label}, not regression")
+        missing = len(set(want) - set(got))
         if missing:
-            parts.append(f"{len(missing)} regressed size(s) are missing")
+            parts.append(f"{missing} regressed size(s) are missing")
         raise Incorrect("; ".join(parts) + ".")
 
 
@@ -121,9 +205,11 @@ q_regressions = _GateExercise(
     "Which sizes regressed?",
     "List the sizes (bytes) that the evidence gate's table marks as a regression. In the "
     "notebook, q_regressions.about(gate) points the question at your own comparison `gate`.",
-    hints=["A row regresses when ratio = baseline time / current time < 1 - tolerance.",
+    hints=["Look at the status column: regression, pass, or inconclusive (not enough evidence "
+           "either way, which is not a regression).",
            "gate.loc[gate.status == 'regression', 'size']"],
     solution="sorted(gate.loc[gate.status == 'regression', 'size'].unique().tolist())",
-    correct_example=[4 << 20, 64 << 20], wrong_examples=[[], [1 << 20, 4 << 20, 16 << 20, 64 << 20]],
+    correct_example=[4 << 20, 64 << 20],
+    wrong_examples=[[], [1 << 20, 4 << 20, 16 << 20, 64 << 20], [4, 64], [4 << 20, 16 << 20, 64 << 20], "4M"],
     result=_example_gate(),
 )

@@ -529,6 +529,7 @@ q_padding = CustomExercise(
              "# labcore.exercises.sharding.shard_of does the same.",
     correct_example=shard_of,
     wrong_examples=[_chunk_shard, _floor_shard, _pad_ones],
+    expects="a function",
 )
 
 
@@ -621,6 +622,8 @@ q_sharded_step = CustomExercise(
              "            p.copy_(gather_full(s, p.shape))",
     correct_example=_zero_step,
     wrong_examples=[_zero_step_allreduce, _zero_step_no_gather],
+    expects="a function",
+    time_limit=None,          # bounded by the cluster call's own timeout (it reports a hang)
 )
 
 
@@ -721,6 +724,8 @@ q_zero3_layer = CustomExercise(
              "        return grad_y @ w, reduce_scatter_mean(flatten(grad_y.T @ x, grad_y.sum(0))), None",
     correct_example=Zero3LinearFn,
     wrong_examples=[_KeepsWeights, _LocalGradients],
+    expects="a torch.autograd.Function class",
+    time_limit=None,          # bounded by the cluster call's own timeout (it reports a hang)
 )
 
 
@@ -757,6 +762,7 @@ q_zero3_volume = CustomExercise(
              "(Rajbhandari et al. 2020, section 7).",
     correct_example=3,
     wrong_examples=[2, 1, 4, 2.5],
+    expects="a number (of Ψ)",
 )
 
 
@@ -834,4 +840,6 @@ q_row_parallel = CustomExercise(
              "    return g.apply(h_shard @ w2_shard.T) + b2",
     correct_example=row_parallel,
     wrong_examples=[_row_all_gather, _row_bias_everywhere, _row_no_reduce],
+    expects="a function",
+    time_limit=None,          # bounded by the cluster call's own timeout (it reports a hang)
 )

@@ -282,8 +282,17 @@ class Cluster:
     def close(self) -> None:
         """Stop every rank and remove the scratch files. Safe to call twice.
 
-        Using the cluster again afterwards starts fresh ranks.
+        Using the cluster again afterwards starts fresh ranks. A call running in
+        another thread gets its timeout to finish first.
         """
+        locked = self._lock.acquire(timeout=self._timeout + _ERROR_GRACE_S + 5)
+        try:
+            self._close_now()
+        finally:
+            if locked:
+                self._lock.release()
+
+    def _close_now(self) -> None:
         if self._finalizer is not None:
             self._finalizer()  # runs the graceful stop once
             self._finalizer = None

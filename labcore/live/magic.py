@@ -7,6 +7,9 @@ a list in rank order. ``--record NAME`` records every collective the cell issues
 (:mod:`labcore.live.recorder`): in the cell NAME is the recorder (``with NAME.step():``),
 in the notebook the combined Recording.
 
+``--on cl`` runs the cell on an existing cluster held in the notebook variable
+``cl`` instead (one made with other options, or on ipyparallel engines).
+
     %load_ext labcore
 
     %%ranks 4
@@ -52,7 +55,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="%%ranks", add_help=False, description="Run this cell on every rank.")
-    p.add_argument("world_size", type=int, help="number of ranks")
+    p.add_argument("world_size", type=int, nargs="?", help="number of ranks")
+    p.add_argument("--on", metavar="CLUSTER",
+                   help="run on this notebook variable's cluster (e.g. one on ipyparallel engines)")
     p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
     p.add_argument("--timeout", type=_seconds, default=60.0, help="seconds before a hang report")
     p.add_argument("--out", action="append", default=[], metavar="NAME",
@@ -76,7 +81,9 @@ def parse_line(line: str) -> argparse.Namespace:
     except ValueError as exc:
         raise _UsageError(f"could not read '%%ranks {line}': {exc}") from None
     args = _parser().parse_args(words)
-    if args.world_size < 1:
+    if args.world_size is None and args.on is None:
+        raise _UsageError("%%ranks needs the number of ranks (e.g. %%ranks 4) or a cluster (%%ranks --on cl)")
+    if args.world_size is not None and args.world_size < 1:
         raise _UsageError(f"%%ranks needs at least 1 rank, got {args.world_size}")
     if args.record is not None and not args.record.isidentifier():
         raise _UsageError(f"%%ranks: --record needs a Python name for the recording, not {args.record!r}")
@@ -86,7 +93,17 @@ def parse_line(line: str) -> argparse.Namespace:
 def ranks(line: str, cell: str, user_ns: dict | None = None) -> None:
     """The body of the ``%%ranks`` cell magic."""
     args = parse_line(line)
-    cluster = get_cluster(args.world_size, args.backend, args.timeout)
+    if args.on is not None:
+        cluster = (user_ns or {}).get(args.on)
+        if not callable(getattr(cluster, "exec", None)):
+            raise _UsageError(f"%%ranks --on {args.on}: no cluster named {args.on!r} in the notebook "
+                              "(create it first, e.g. cl = lc.Cluster(4))")
+        if args.world_size not in (None, cluster.world_size):
+            raise _UsageError(f"%%ranks {args.world_size} --on {args.on}: that cluster has "
+                              f"{cluster.world_size} ranks")
+        cluster.timeout = args.timeout
+    else:
+        cluster = get_cluster(args.world_size, args.backend, args.timeout)
     if args.record:
         from labcore.live.recorder import record_cell
 

@@ -54,8 +54,9 @@ def owner_alive(run_dir: str) -> bool:
 def sweep() -> list[str]:
     """Remove the run folders (and their ``pymp-*`` folders) of notebooks that are gone."""
     removed = []
-    for run_dir in glob.glob(os.path.join(tempfile.gettempdir(), f"{_PREFIX}*-*")):
-        if os.path.isdir(run_dir) and not owner_alive(run_dir):
+    for run_dir in glob.glob(os.path.join(tempfile.gettempdir(), f"{_PREFIX}[0-9]*-*")):
+        pid = os.path.basename(run_dir)[len(_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and os.path.isdir(run_dir) and not owner_alive(run_dir):
             remove(run_dir, with_pymp=True)
             removed.append(run_dir)
     return removed

@@ -57,15 +57,16 @@ def choose_backend(world_size: int, backend: str = "auto") -> str:
 def explain_backend(world_size: int) -> str:
     """One sentence saying which backend ``Cluster(world_size)`` picks here, and why."""
     backend = choose_backend(world_size)
+    ranks = f"{world_size} rank{'' if world_size == 1 else 's'}"
     if backend == "nccl":
-        return (f"{world_size} ranks -> nccl: torch sees {gpu_count()} GPUs, one per rank, "
+        return (f"{ranks} -> nccl: torch sees {gpu_count()} GPUs, one per rank, "
                 "so collectives run on the GPUs over NVLink/PCIe.")
     import torch.distributed as dist
 
     why = ("this torch build has no NCCL" if not dist.is_nccl_available()
            else f"torch sees {gpu_count()} GPU(s), fewer than one per rank")
-    return (f"{world_size} ranks -> gloo on the CPU: {why}. Same torch.distributed calls; gloo runs its "
-            "own CPU algorithms over TCP, none of NCCL's GPU kernels or protocols.")
+    return (f"{ranks} -> gloo on the CPU: {why}. Same API and semantics; gloo's own CPU algorithms "
+            "over TCP, none of NCCL's kernels or protocols.")
 
 
 # A rank is a process with torch loaded: past these the machine thrashes instead of teaching.
@@ -73,10 +74,15 @@ RANKS_PER_CORE = 8
 RANK_MEMORY_BYTES = {"gloo": 150e6, "nccl": 1.5e9}  # gloo: measured PSS plus headroom; nccl adds a CUDA context
 
 
+LIMIT_ENV = "LABCORE_MAX_RANKS"  # set on purpose, it replaces the limit below
+
+
 def rank_limit(backend: str = "gloo") -> tuple[int, str]:
     """How many ranks this machine can hold, and a sentence saying why."""
     import psutil
 
+    if os.environ.get(LIMIT_ENV, "").isdigit():
+        return int(os.environ[LIMIT_ENV]), f"{LIMIT_ENV} is {os.environ[LIMIT_ENV]}"
     cores = os.cpu_count() or 1
     free = psutil.virtual_memory().available
     per_rank = RANK_MEMORY_BYTES.get(backend, RANK_MEMORY_BYTES["gloo"])

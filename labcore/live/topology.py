@@ -25,14 +25,15 @@ from pathlib import Path
 
 import pandas as pd
 
-# The meaning of each code, as nvidia-smi's own legend gives it.
+# The meaning of each code, in the words of nvidia-smi's own legend (printed under the matrix).
 LEGEND = {
     "X": "self",
-    "SYS": "PCIe and the interconnect between NUMA nodes (e.g. QPI/UPI)",
+    "SYS": "PCIe and the SMP interconnect between NUMA nodes, i.e. between CPU sockets (e.g. QPI/UPI)",
     "NODE": "PCIe and the interconnect between PCIe host bridges within a NUMA node",
     "PHB": "PCIe and a PCIe host bridge (typically the CPU)",
     "PXB": "several PCIe bridges, without the PCIe host bridge",
     "PIX": "at most a single PCIe bridge",
+    "NV#": "a bonded set of # NVLinks",
 }
 # Fastest first: what a learner should expect from a pair of devices.
 RANKING = ["X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS"]

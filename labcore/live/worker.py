@@ -186,6 +186,7 @@ def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: st
     os.makedirs(tmp, exist_ok=True)
     os.environ.update({"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "TMPDIR": tmp})
     os.environ.update(env)
+    dist.set_debug_level_from_env()  # torch read TORCH_DISTRIBUTED_DEBUG when the forkserver imported it
     tempfile.tempdir = None
     torch.set_num_threads(1)
     try:

@@ -2,7 +2,8 @@
 
 Build an algorithm's schedule (steps of chunk transfers), run it on a topology
 moving real values, check the result against numpy and time every transfer.
-The data model is documented in :mod:`labcore.sim.trace`.
+The data model is documented in :mod:`labcore.sim.trace`; notation follows the
+lab's notebooks: n ranks, S bytes.
 
 Example
 -------
@@ -15,7 +16,11 @@ Example
 """
 from __future__ import annotations
 
-from labcore.sim import cost, topologies, tuner
+import inspect
+import math
+import numbers
+
+from labcore.sim import cost, engine, topologies, tuner
 from labcore.sim.calibration import Calibration, calibrate
 from labcore.sim.engine import run
 from labcore.sim.replays import Replay, replay
@@ -23,18 +28,27 @@ from labcore.sim.schedules import ALGORITHMS, build
 from labcore.sim.sweeps import sweep
 from labcore.sim.trace import Layout, Schedule, ScheduleError, Trace, Transfer
 
+# NCCL's algorithms, as the simulator plays them, that algorithm="best" chooses from
+NCCL_ALGORITHMS = ("ring", "double_tree", "nvls", "in_network")
+MAX_VALUES_BYTES = 2 << 30       # a value-carrying run keeps every step's buffers: refuse beyond this
+MAX_TRANSFERS = 12_000_000       # a schedule's transfers (a few hundred bytes each while it is timed)
+MAX_PIPELINE = 1 << 14
+MAX_CHANNELS = 64
+MAX_RANKS = 1 << 14
+
 
 def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1 << 20, topology=None,
              reduce_op: str = "sum", values: bool = True, contention: bool = True, elements: int = 1,
-             seed: int = 0, **options) -> Trace:
+             seed: int = 0, protocol: str | None = "auto", **options) -> Trace:
     """Simulate collective ``op`` with ``algorithm`` on ``ranks`` ranks and return its Trace.
 
     Parameters
     ----------
     op : "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce" or "all_to_all".
-    algorithm : a name from ``ALGORITHMS[op]``.
+    algorithm : a name from ``ALGORITHMS[op]``, or "best": the fastest of NCCL's algorithms
+        (ring, double tree, NVLS, in-network) that the topology can run, as simulated.
     ranks : number of ranks (any number from 1).
-    nbytes : message size in bytes, as nccl-tests reports it for ``op``.
+    nbytes : message size S in bytes, as nccl-tests reports it for ``op``.
     topology : a topology from :mod:`labcore.sim.topologies`, or a preset name such as
         ``"nvswitch8"``; default ``uniform(ranks)`` (1 us, 10 GB/s per link).
     reduce_op : "sum", "max", "min" or "prod".
@@ -42,27 +56,130 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
     contention : transfers that share a link share its bandwidth.
     elements : numbers carried per chunk when values are on.
     seed : seed for the random integer inputs.
-    **options : passed to the schedule builder (``root``, ``pipeline``, ``order``,
-        ``gpus_per_node`` -- taken from the topology's nodes when it has several).
+    protocol : on a topology that describes NCCL's protocols: "auto" (the fastest), or one
+        of ``topology.protocols``; None runs the topology as it is.
+    **options : passed to the schedule builder (``root``, ``pipeline``, ``order``, ``channels``,
+        ``gpus_per_node``). Left out, they come from the topology: its nodes (hierarchical and
+        NCCL's multi-node trees), its channels and their rings, the protocol's pipeline.
 
     Example
     -------
     >>> t = simulate("broadcast", algorithm="chain", ranks=4, nbytes=4096, pipeline=4)
     >>> t.verify(); t.schedule.n_steps
     6
+    >>> t = simulate("all_reduce", "ring", 32, 1 << 30, topology="multinode", values=False)
+    >>> t.schedule.n_channels, t.protocol, round(t.busbw)     # one ring per NIC
+    (8, 'Simple', 364)
     """
+    _check(op, algorithm, ranks, nbytes, elements, options)
     if topology is None:
         topo = topologies.uniform(ranks)
     elif isinstance(topology, str):
         topo = topologies.preset(topology, ranks)
     else:
         topo = topology
-    if algorithm == "hierarchical" and "gpus_per_node" not in options and topo.nodes > 1:
-        options["gpus_per_node"] = ranks // topo.nodes
-    schedule = build(op, algorithm, ranks, nbytes, **options)
-    return run(schedule, topo, reduce_op=reduce_op, values=values, contention=contention,
-               elements=elements, seed=seed)
+    if topo.ranks != ranks:
+        raise ValueError(f"the topology {topo.name!r} has {topo.ranks} ranks but ranks={ranks}; "
+                         f"build it for {ranks} ranks")
+    candidates = _candidates(op, topo) if algorithm == "best" else [algorithm]
+    best, schedules = None, {}
+    for algo in candidates:
+        for proto in _protocols(topo, algo, protocol):
+            view = topo if proto is None else topo.with_protocol(proto)
+            opts = _options(op, algo, ranks, nbytes, topo, view, options)
+            key = (algo, tuple(sorted((k, str(v)) for k, v in opts.items())))
+            if key not in schedules:
+                _check_size(op, algo, ranks, opts)
+                sched = build(op, algo, ranks, nbytes, **opts)
+                engine.check(sched, view)
+                schedules[key] = (sched, engine.plan(sched, view))
+            sched, plan = schedules[key]
+            timed = engine.timing(plan, view, contention)
+            if best is None or timed["time_s"] < best[0]["time_s"]:
+                best = (timed, sched, view, plan)
+    timed, sched, view, plan = best
+    if values:
+        need = engine.values_bytes(sched, elements)
+        if need > MAX_VALUES_BYTES:
+            raise ValueError(f"carrying values through this run would keep ~{need / 2**30:.1f} GiB of buffer states "
+                             f"({sched.n_steps} steps x {sched.chunks} chunks x {sched.agents} agents); time it only "
+                             "(values=False, --no-values on the command line), or use fewer ranks or pieces")
+    trace = Trace(sched, view, reduce_op, contention=contention, protocol=view.protocol, **timed)
+    if values:
+        engine._move_values(trace, elements, seed)
+    return trace
 
 
-__all__ = ["simulate", "run", "build", "ALGORITHMS", "Schedule", "Transfer", "Layout", "Trace",
+def _check(op, algorithm, ranks, nbytes, elements, options) -> None:
+    """Refuse bad inputs before any work, with the fix."""
+    if op not in ALGORITHMS:
+        raise ValueError(f"unknown collective {op!r}; choose one of {', '.join(ALGORITHMS)}")
+    if algorithm != "best" and algorithm not in ALGORITHMS[op]:
+        raise ValueError(f"no {algorithm!r} algorithm for {op}; choose one of {', '.join(sorted(ALGORITHMS[op]))} "
+                         "or 'best'")
+    if isinstance(ranks, bool) or not isinstance(ranks, numbers.Integral) or not 1 <= ranks <= MAX_RANKS:
+        raise ValueError(f"ranks must be a whole number from 1 to {MAX_RANKS}, got {ranks!r}")
+    if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Real) or not math.isfinite(nbytes) or nbytes < 0:
+        raise ValueError(f"nbytes must be a finite number of bytes, 0 or more, got {nbytes!r}")
+    if isinstance(elements, bool) or not isinstance(elements, numbers.Integral) or elements < 1:
+        raise ValueError(f"elements must be a whole number of at least 1, got {elements!r}")
+    for name, most in (("pipeline", MAX_PIPELINE), ("channels", MAX_CHANNELS), ("gpus_per_node", MAX_RANKS)):
+        v = options.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 1 <= v <= most):
+            raise ValueError(f"{name} must be a whole number from 1 to {most}, got {v!r}")
+
+
+def _check_size(op, algo, ranks, opts) -> None:
+    """Refuse a schedule too big to build, saying how big it would be."""
+    p, k, c = ranks, opts.get("pipeline") or 1, opts.get("channels") or 1
+    estimate = {"ring": 2 * p * p * c, "pairwise": p * p, "nvls": k * (p * p + 3 * p),
+                "tree": 2 * p * k * c, "double_tree": 4 * p * k * c, "rabenseifner": 2 * p * p,
+                "hierarchical": k * 4 * p * max(p // (opts.get("gpus_per_node") or p), opts.get("gpus_per_node") or 1),
+                }.get(algo, 2 * p * k * max(1, p.bit_length()))
+    if estimate > MAX_TRANSFERS:
+        raise ValueError(f"{op}/{algo} on {p} ranks ({k} pieces, {c} channels) would build ~{estimate / 1e6:.0f} "
+                         f"million transfers (limit {MAX_TRANSFERS / 1e6:.0f} million); use fewer ranks, pieces "
+                         "or channels")
+
+
+def _candidates(op, topo) -> list[str]:
+    """NCCL's algorithms for ``op`` that ``topo`` can run (in-network ones need a reducing switch)."""
+    algos = [a for a in NCCL_ALGORITHMS if a in ALGORITHMS[op]]
+    algos = [a for a in algos if topo.switch_agents or a not in ("nvls", "in_network")]
+    if "nvls" in algos and "in_network" in algos:     # NVLS needs the NVSwitch's engine, SHARP the fabric
+        algos.remove("in_network" if topo.nodes == 1 else "nvls")
+    return algos or sorted(ALGORITHMS[op])[:1]
+
+
+def _protocols(topo, algorithm, protocol) -> list:
+    """The protocols to try for ``algorithm``: None when the topology describes none."""
+    if protocol is None or not topo.protocols:
+        if protocol not in (None, "auto"):
+            raise ValueError(f"topology {topo.name!r} describes no protocols; leave protocol at 'auto' (or None)")
+        return [None]
+    usable = [name for name, p in topo.protocols.items() if not p.algorithms or algorithm in p.algorithms]
+    if protocol == "auto":
+        return usable or [None]
+    if protocol not in usable:
+        raise ValueError(f"protocol {protocol!r} cannot run {algorithm!r} on {topo.name!r}; choose one of "
+                         f"{', '.join(usable) or 'none'} or 'auto'")
+    return [protocol]
+
+
+def _options(op, algo, ranks, nbytes, topo, view, given) -> dict:
+    """The builder's options: what the caller gave, the rest from the topology and protocol."""
+    accepted = inspect.signature(ALGORITHMS[op][algo]).parameters
+    opts = dict(given)
+    if "gpus_per_node" in accepted and "gpus_per_node" not in opts and topo.nodes > 1:
+        opts["gpus_per_node"] = ranks // topo.nodes
+    if "channels" in accepted and "channels" not in opts:
+        opts["channels"] = topo.channel_count(nbytes)
+    if "order" in accepted and "order" not in opts and opts.get("channels", 1) > 1:
+        opts["order"] = topo.ring_orders(opts["channels"])
+    if "pipeline" in accepted and "pipeline" not in opts and view.protocol is not None and algo != "hierarchical":
+        opts["pipeline"] = view.protocols[view.protocol].pieces(nbytes)
+    return opts
+
+
+__all__ = ["simulate", "run", "build", "ALGORITHMS", "NCCL_ALGORITHMS", "Schedule", "Transfer", "Layout", "Trace",
            "ScheduleError", "topologies", "cost", "tuner", "calibrate", "Calibration", "sweep", "replay", "Replay"]

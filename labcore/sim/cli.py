@@ -1,21 +1,26 @@
 """``python -m labcore sim``: simulate a collective from the command line.
 
+Bad input is refused before any work with one line saying what to fix (exit status 2).
+
 Examples
 --------
 python -m labcore sim all_reduce --algo ring -n 8 --size 64M --topology nvswitch8
 python -m labcore sim all_reduce --algo auto -n 8 --size 1G --topology nvswitch8
+python -m labcore sim all_reduce --algo best -n 32 --size 1G --topology multinode --no-values
 python -m labcore sim all_reduce --algo tree -n 16 -b 8 -e 256M -f 4       # a size sweep
 """
 from __future__ import annotations
 
 import argparse
 import re
+import sys
 
-from labcore.sim import simulate, topologies, tuner
+from labcore.sim import MAX_RANKS, simulate, topologies, tuner
 from labcore.sim.schedules import ALGORITHMS
-from labcore.sim.trace import _fmt_bytes
+from labcore.sim.trace import ScheduleError, _fmt_bytes
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_PROG = "python -m labcore sim"
 
 
 def parse_size(text: str) -> int:
@@ -32,23 +37,43 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its error as one line (no usage block), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{_PROG}: error: {message} (see --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
     ops = sorted(ALGORITHMS)
-    p = argparse.ArgumentParser(prog="python -m labcore sim",
-                                description="Step through a collective algorithm on a simulated topology.")
+    p = _Parser(prog=_PROG, description="Step through a collective algorithm on a simulated topology.")
     p.add_argument("op", choices=ops, help="collective")
-    p.add_argument("--algo", default="ring", help="algorithm, or 'auto' for NCCL's choice (tuner); "
+    p.add_argument("--algo", default="ring", help="algorithm; 'auto' for NCCL's choice by its model (tuner), "
+                   "'best' for the fastest as simulated; "
                    + "; ".join(f"{o}: {', '.join(sorted(a))}" for o, a in ALGORITHMS.items()))
-    p.add_argument("-n", "--ranks", type=int, default=8, help="number of ranks (default 8)")
+    p.add_argument("-n", "--ranks", type=_positive, default=8, help="number of ranks (default 8)")
     p.add_argument("--size", type=parse_size, default=64 << 20, help="bytes as nccl-tests counts them (default 64M)")
     p.add_argument("-b", "--minbytes", type=parse_size, help="sweep: smallest size")
     p.add_argument("-e", "--maxbytes", type=parse_size, help="sweep: largest size")
-    p.add_argument("-f", "--stepfactor", type=int, default=2, help="sweep: size multiplier (default 2)")
+    p.add_argument("-f", "--stepfactor", type=_positive, default=2, help="sweep: size multiplier, 2 or more (default 2)")
     p.add_argument("--topology", default="uniform", choices=sorted(topologies.PRESETS),
                    help="machine (default uniform)")
+    p.add_argument("--protocol", default="auto", help="NCCL protocol on presets that describe them: auto (the "
+                   "fastest), LL, LL128, Simple, NVLS")
     p.add_argument("--reduce-op", default="sum", choices=["sum", "max", "min", "prod"])
-    p.add_argument("--pipeline", type=int, help="pieces for chain/tree/switch algorithms")
-    p.add_argument("--gpus-per-node", type=int, help="for hierarchical on a single-node topology")
+    p.add_argument("--pipeline", type=_positive, help="pieces for chain/tree/switch/hierarchical algorithms")
+    p.add_argument("--channels", type=_positive, help="rings or trees at once (default: the topology's)")
+    p.add_argument("--gpus-per-node", type=_positive, help="for hierarchical on a single-node topology")
     p.add_argument("--root", type=int, help="root rank for broadcast/reduce")
     p.add_argument("--no-contention", action="store_true", help="every message gets its links' full bandwidth")
     p.add_argument("--no-values", action="store_true", help="time only (for big runs); skips the check")
@@ -56,17 +81,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _machine(name: str, ranks: int) -> tuner.Machine:
-    if name == "multinode":
-        return tuner.MACHINES["multinode"].with_ranks(ranks, nodes=max(1, ranks // 8))
-    if name == "pcie8":
-        return tuner.MACHINES["pcie8"].with_ranks(ranks)
-    return tuner.MACHINES["nvswitch8"].with_ranks(ranks)
+def _machine(name: str, topo) -> tuner.Machine:
+    """The tuner's machine for a simulator preset, with the topology's ranks and nodes."""
+    preset = name if name in ("multinode", "pcie8") else "nvswitch8"
+    return tuner.MACHINES[preset].with_ranks(topo.ranks, nodes=topo.nodes)
 
 
 def _choose(args, topo) -> tuple[str, str]:
     """(simulator algorithm, note) for --algo auto."""
-    machine = _machine(args.topology, args.ranks)
+    machine = _machine(args.topology, topo)
     choice = tuner.predict(args.op, args.size, machine)
     algo = tuner.SIM_ALGORITHM[choice.algorithm]
     if args.op != "all_reduce":
@@ -74,26 +97,59 @@ def _choose(args, topo) -> tuple[str, str]:
     if algo == "nvls" and topo.switch_agents == 0:
         algo = "ring"
     note = (f"NCCL's tuner picks {choice.name} ({choice.time_us:.1f} us predicted on {machine.ranks} ranks, "
-            f"{machine.nodes} node(s)); simulating {algo!r} (protocols are not simulated)")
+            f"{machine.nodes} node(s)); simulating {algo!r}")
     return algo, note
+
+
+def _check(args) -> None:
+    """Refuse what the simulator would refuse, before any work."""
+    if args.ranks > MAX_RANKS:
+        raise ValueError(f"-n/--ranks must be at most {MAX_RANKS}, got {args.ranks}")
+    if args.algo not in ("auto", "best") and args.algo not in ALGORITHMS[args.op]:
+        raise ValueError(f"no {args.algo!r} algorithm for {args.op}; choose one of "
+                         f"{', '.join(sorted(ALGORITHMS[args.op]))}, auto or best")
+    if args.maxbytes is not None or args.minbytes is not None:
+        if args.maxbytes is None:
+            raise ValueError("-b/--minbytes needs -e/--maxbytes for a sweep")
+        if (args.minbytes or 8) > args.maxbytes:
+            raise ValueError(f"-b {args.minbytes} is larger than -e {args.maxbytes}")
+        if args.stepfactor < 2:
+            raise ValueError("-f/--stepfactor must be 2 or more")
+    if args.root is not None and not 0 <= args.root < args.ranks:
+        raise ValueError(f"--root must be a rank in 0..{args.ranks - 1}, got {args.root}")
 
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except (ValueError, TypeError, ScheduleError) as err:
+        print(f"{_PROG}: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    _check(args)
     topo = topologies.preset(args.topology, args.ranks)
     note = ""
     algo = args.algo
     if algo == "auto":
         algo, note = _choose(args, topo)
     options = {k: v for k, v in (("pipeline", args.pipeline), ("gpus_per_node", args.gpus_per_node),
-                                 ("root", args.root)) if v is not None}
-    kwargs = dict(topology=topo, reduce_op=args.reduce_op, contention=not args.no_contention, **options)
-    print(f"# {args.op}, algorithm {algo!r}, {args.ranks} ranks, on {topo.name}")
-    if note:
-        print(f"# {note}")
+                                 ("root", args.root), ("channels", args.channels)) if v is not None}
+    protocol = None if args.protocol.lower() == "none" else args.protocol
+    kwargs = dict(topology=topo, reduce_op=args.reduce_op, contention=not args.no_contention, protocol=protocol,
+                  **options)
     if args.maxbytes:
+        simulate(args.op, algo, args.ranks, args.minbytes or 8, values=False, **kwargs)     # refuse before printing
+        print(f"# {args.op}, algorithm {algo!r}, {args.ranks} ranks, on {topo.name}")
+        if note:
+            print(f"# {note}")
         return _sweep(args, algo, kwargs)
     trace = simulate(args.op, algo, args.ranks, args.size, values=not args.no_values, **kwargs)
+    print(f"# {args.op}, algorithm {trace.schedule.algorithm!r}, {args.ranks} ranks, on {topo.name}")
+    if note:
+        print(f"# {note}")
     sched = trace.schedule
     lines = str(sched).splitlines()
     print(lines[0])
@@ -104,11 +160,12 @@ def main(argv: list[str]) -> int:
     s = trace.summary()
     bound = s["bound_us"]
     print(f"size        {_fmt_bytes(sched.nbytes)} ({sched.nbytes:.0f} B)")
-    print(f"time        {s['time_us']:.3f} us  ({sched.n_steps} steps, {sched.n_transfers} transfers)")
+    print(f"time        {s['time_us']:.3f} us  ({sched.n_steps} steps, {sched.n_transfers} transfers, "
+          f"{s['channels']} channel(s){', protocol ' + s['protocol'] if s['protocol'] else ''})")
     print(f"algbw       {s['algbw']:.3f} GB/s")
     print(f"busbw       {s['busbw']:.3f} GB/s")
     reach = f"reaches {100 * bound / s['time_us']:.1f}% of it" if s["time_us"] > 0 else "nothing to send"
-    print(f"lower bound {bound:.3f} us (port bandwidth {topo.port_bandwidth() / 1e9:.1f} GB/s): {reach}")
+    print(f"lower bound {bound:.3f} us (any algorithm on this topology): {reach}")
     if trace.has_values:
         trace.verify()
         print(f"values      verified against numpy ({args.reduce_op})")
@@ -116,10 +173,12 @@ def main(argv: list[str]) -> int:
 
 
 def _sweep(args, algo: str, kwargs: dict) -> int:
-    print(f"{'size':>12} {'time(us)':>12} {'algbw':>9} {'busbw':>9} {'bound(us)':>12}")
+    print(f"{'size':>12} {'time(us)':>12} {'algbw':>9} {'busbw':>9} {'bound(us)':>12} {'protocol':>9}")
     size = args.minbytes or 8
     while size <= args.maxbytes:
-        s = simulate(args.op, algo, args.ranks, size, values=False, **kwargs).summary()
-        print(f"{size:>12} {s['time_us']:>12.3f} {s['algbw']:>9.3f} {s['busbw']:>9.3f} {s['bound_us']:>12.3f}")
-        size *= max(2, args.stepfactor)
+        t = simulate(args.op, algo, args.ranks, size, values=False, **kwargs)
+        s = t.summary()
+        print(f"{size:>12} {s['time_us']:>12.3f} {s['algbw']:>9.3f} {s['busbw']:>9.3f} {s['bound_us']:>12.3f} "
+              f"{s['protocol'] or '-':>9}")
+        size *= args.stepfactor
     return 0

@@ -2,10 +2,15 @@
 
 Timing is vectorised over all transfers at once (a few sorts and bincounts), so
 its cost grows with the number of transfers, O(T log T); a 1024-rank ring
-all-reduce has about two million. Moving values loops over steps and does a
-handful of numpy operations per step on that step's transfers, so it grows
-with steps x (transfers per step x ranks) because each chunk carries a
-bitmask of the ranks it holds.
+all-reduce has about two million. It is split in two: :func:`plan` groups the
+transfers into messages, finds their routes and the bytes every link carries in
+every step (which depend only on the schedule and the wiring), and
+:func:`timing` turns a plan into times for given latencies and bandwidths, so
+the same schedule is timed under several protocols for the price of one plan.
+
+Moving values loops over steps and does a handful of numpy operations per step
+on that step's transfers, so it grows with steps x (transfers per step x ranks)
+because each chunk carries a bitmask of the ranks it holds.
 
 Example
 -------
@@ -17,10 +22,14 @@ Example
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from labcore.sim import collectives
 from labcore.sim.trace import Schedule, ScheduleError, Trace
+
+_BINCOUNT_LIMIT = 1 << 26       # (step, link) bins counted directly below this, sorted above
 
 
 def run(schedule: Schedule, topology, reduce_op: str = "sum", values: bool = True, contention: bool = True,
@@ -30,7 +39,8 @@ def run(schedule: Schedule, topology, reduce_op: str = "sum", values: bool = Tru
     Parameters
     ----------
     schedule : Schedule
-    topology : a :mod:`labcore.sim.topology` object with at least ``schedule.ranks`` ranks.
+    topology : a :mod:`labcore.sim.topology` object with at least ``schedule.ranks`` ranks
+        (for a protocol's view of it, ``topology.with_protocol(name)``).
     reduce_op : "sum", "max", "min" or "prod".
     values : move real numbers and record every step's buffer state (needed by ``verify()``).
     contention : share a link's bandwidth between the messages crossing it in a step.
@@ -38,6 +48,16 @@ def run(schedule: Schedule, topology, reduce_op: str = "sum", values: bool = Tru
     seed : seed of the random integer inputs.
     """
     collectives.identity(reduce_op)
+    check(schedule, topology)
+    trace = Trace(schedule, topology, reduce_op, contention=contention, protocol=topology.protocol,
+                  **timing(plan(schedule, topology), topology, contention))
+    if values:
+        _move_values(trace, elements, seed)
+    return trace
+
+
+def check(schedule: Schedule, topology) -> None:
+    """Raise ValueError, with the fix, when ``schedule`` cannot run on ``topology``."""
     if topology.ranks != schedule.ranks:
         raise ValueError(f"the schedule has {schedule.ranks} ranks but the topology {topology.name!r} has "
                          f"{topology.ranks}; build the topology for {schedule.ranks} ranks")
@@ -45,59 +65,192 @@ def run(schedule: Schedule, topology, reduce_op: str = "sum", values: bool = Tru
         raise ValueError(f"the schedule needs {schedule.switches} reducing switch(es) but topology "
                          f"{topology.name!r} has {topology.switch_agents}; use one with in-network reduction "
                          "(topologies.uniform, nvswitch, multinode(sharp=True))")
-    timing = _time(schedule, topology, contention)
-    trace = Trace(schedule, topology, reduce_op, contention=contention, **timing)
-    if values:
-        _move_values(trace, elements, seed)
-    return trace
 
 
-def _time(s: Schedule, topo, contention: bool) -> dict:
-    T, S = s.n_transfers, s.n_steps
+@dataclass
+class Plan:
+    """What timing needs and latencies or bandwidths do not change: the messages of every step
+    (transfers with the same step, source, destination and channel), their routes and the bytes
+    on every link they cross, in their step (``load``) and of their own (``own``)."""
+
+    schedule: Schedule
+    n_steps: int
+    transfer_message: np.ndarray   # (T,) message of every transfer
+    step: np.ndarray               # (M,) per message
+    src: np.ndarray
+    dst: np.ndarray
+    nbytes: np.ndarray
+    reduced: np.ndarray
+    links: np.ndarray              # (M, H) link ids, -1 padded
+    load: np.ndarray               # (M, H) bytes of the whole step on each link
+    own: np.ndarray                # (M, H) the message's own bytes on each link
+    full: bool = False             # every message uses all H hops (no -1 padding)
+
+
+def plan(s: Schedule, topo) -> Plan:
+    """Group ``s``'s transfers into messages and route them on ``topo`` (see :class:`Plan`)."""
+    T = s.n_transfers
     if T == 0:
-        z = np.zeros(S)
-        return dict(time_s=float(topo.launch_s) if S else 0.0, step_start=z + topo.launch_s,
-                    step_end=z + topo.launch_s, start=np.zeros(0), end=np.zeros(0),
-                    links=np.zeros((0, 1), dtype=np.int64))
+        z = np.zeros(0, dtype=np.int64)
+        e = np.zeros((0, 1), dtype=np.int64)
+        return Plan(s, s.n_steps, z, z, z, z, np.zeros(0), np.zeros(0), e, np.zeros((0, 1)), np.zeros((0, 1)))
     A = np.int64(s.agents)
-    key = ((s.step * A + s.src) * A + s.dst) * (np.int64(s.channel.max()) + 1) + s.channel
-    if np.all(key[1:] > key[:-1]):          # already one transfer per message, in order
-        inv = np.arange(T)
-        first = inv
+    if s.distinct:                          # the builder promises one transfer per message
+        inv = first = np.arange(T)
     else:
+        key = ((s.step * A + s.src) * A + s.dst) * (np.int64(s.channel.max()) + 1) + s.channel
         _, first, inv = np.unique(key, return_index=True, return_inverse=True)
         inv = inv.ravel()
     m_step, m_src, m_dst = s.step[first], s.src[first], s.dst[first]
-    m_bytes = np.bincount(inv, weights=s.size)
-    m_red = np.bincount(inv, weights=s.size * s.reduce)
+    if s.distinct:
+        m_bytes, m_red = s.size.astype(float), s.size * s.reduce
+    else:
+        m_bytes, m_red = np.bincount(inv, weights=s.size), np.bincount(inv, weights=s.size * s.reduce)
     links = topo.routes(m_src, m_dst)                      # (M, H)
     valid = links >= 0
-    safe = np.where(valid, links, 0)
-    lat = np.where(valid, topo.latency[safe], 0.0).sum(axis=1)
-    bw = topo.bandwidth[safe]
-    if contention:
-        L = np.int64(topo.n_links)
-        lkey = m_step[:, None] * L + safe
-        flat = lkey[valid]
-        _, linv = np.unique(flat, return_inverse=True)
-        load_flat = np.bincount(linv.ravel(), weights=np.broadcast_to(m_bytes[:, None], links.shape)[valid])
-        load = np.zeros(links.shape)
-        load[valid] = load_flat[linv.ravel()]
+    full = bool(valid.all())
+    safe = links if full else np.where(valid, links, 0)
+    own = np.broadcast_to(m_bytes[:, None], links.shape) if full else np.where(valid, m_bytes[:, None], 0.0)
+    L = np.int64(topo.n_links)
+    lkey = (m_step[:, None] * L + safe).ravel() if full else (m_step[:, None] * L + safe)[valid]
+    weights = own.ravel() if full else np.broadcast_to(m_bytes[:, None], links.shape)[valid]
+    if s.n_steps * int(L) <= _BINCOUNT_LIMIT:
+        per_bin = np.bincount(lkey, weights=weights, minlength=s.n_steps * int(L))
+        load_flat = per_bin[lkey]
     else:
-        load = np.where(valid, m_bytes[:, None], 0.0)
-    wire = np.where(valid, load / bw, 0.0).max(axis=1)
-    m_time = lat + wire + m_red * topo.gamma[m_dst]
-    dur = np.zeros(S)
-    np.maximum.at(dur, m_step, m_time)
-    step_end = topo.launch_s + np.cumsum(dur)
-    step_start = step_end - dur
-    m_start = step_start[m_step]
-    return dict(time_s=float(step_end[-1]), step_start=step_start, step_end=step_end,
-                start=m_start[inv], end=(m_start + m_time)[inv], links=links[inv])
+        _, linv = np.unique(lkey, return_inverse=True)
+        load_flat = np.bincount(linv.ravel(), weights=weights)[linv.ravel()]
+    if full:
+        load = load_flat.reshape(links.shape)
+    else:
+        load = np.zeros(links.shape)
+        load[valid] = load_flat
+    return Plan(s, s.n_steps, inv, m_step, m_src, m_dst, m_bytes, m_red, links, load, own, full)
+
+
+def timing(p: Plan, topo, contention: bool = True) -> dict:
+    """Times of a :class:`Plan` on ``topo``'s latencies and bandwidths: the Trace's timing fields.
+
+    A message's wire time is the slowest of its links (the step's bytes on the link with
+    ``contention``, else its own, over the link's bandwidth) plus reducing its bytes at the
+    destination. With the "step" latency model a message also takes its route's latency and a
+    step lasts as long as its slowest message; with single ports, at least as long as the busiest
+    rank's messages one after another, out or in. With the "path" model a step lasts its slowest
+    wire time plus the topology's ``step_s``, and the latency along the slowest chain of hops a
+    chunk takes (see :func:`path_latency`) is added as it accrues. The whole run never takes less
+    than the topology's ``issue_s``.
+    """
+    S = p.n_steps
+    if p.step.size == 0:
+        z = np.zeros(S)
+        launch = float(topo.launch_s) if S else 0.0
+        return dict(time_s=max(launch, topo.issue_s) if S else 0.0, step_start=z + topo.launch_s,
+                    step_end=z + topo.launch_s, start=np.zeros(0), end=np.zeros(0),
+                    links=np.zeros((0, 1), dtype=np.int64))
+    single, path = topo.ports == "single", topo.latency_model == "path"
+    if single and path:
+        raise ValueError(f"topology {topo.name!r}: single ports go with the 'step' latency model only")
+    bytes_on = p.load if contention and not single else p.own
+    lat = np.zeros(p.step.size)
+    wire = np.zeros(p.step.size)
+    for h in range(p.links.shape[1]):           # routes have few hops: a column at a time
+        link = p.links[:, h]
+        if p.full:
+            lat += topo.latency[link]
+            np.maximum(wire, bytes_on[:, h] / topo.bandwidth[link], out=wire)
+        else:
+            ok = link >= 0
+            safe = np.where(ok, link, 0)
+            lat += np.where(ok, topo.latency[safe], 0.0)
+            np.maximum(wire, np.where(ok, bytes_on[:, h] / topo.bandwidth[safe], 0.0), out=wire)
+    if p.reduced.any() and topo.gamma.any():
+        wire = wire + p.reduced * topo.gamma[p.dst]
+    m_time = wire if path else lat + wire
+    dur = _per_step_max(m_time, p.step, S)
+    offset = np.zeros(m_time.size)
+    if path:
+        dur += topo.step_s * (np.bincount(p.step, minlength=S) > 0)
+        reach = path_latency(p, lat)
+    else:
+        reach = np.zeros(S)
+    if single:
+        P = np.int64(topo.ranks)
+        for agent in (p.src, p.dst):
+            rank = agent < P
+            busy = np.bincount(p.step[rank] * P + agent[rank], weights=m_time[rank], minlength=S * int(P))
+            np.maximum.at(dur, np.arange(S).repeat(int(P)), busy)
+        # a rank's messages leave one after another, in message order
+        rank = p.src < P
+        group = np.where(rank, p.step * P + p.src, -1 - np.arange(m_time.size))
+        order = np.argsort(group, kind="stable")
+        g, t = group[order], m_time[order]
+        cum = np.cumsum(t)
+        change = np.r_[True, g[1:] != g[:-1]]
+        base = np.maximum.accumulate(np.where(change, cum - t, 0.0))
+        offset[order] = np.where(g >= 0, cum - t - base, 0.0)
+    step_end = topo.launch_s + np.cumsum(dur) + reach
+    step_start = np.r_[topo.launch_s, step_end[:-1]]
+    m_start = step_start[p.step] + offset
+    m_end = m_start + m_time + (lat if path else 0.0)
+    inv = p.transfer_message
+    return dict(time_s=max(float(step_end[-1]), topo.issue_s), step_start=step_start, step_end=step_end,
+                start=m_start[inv], end=m_end[inv], links=p.links[inv])
+
+
+def _per_step_max(values: np.ndarray, step: np.ndarray, n_steps: int) -> np.ndarray:
+    """Largest value of every step (0 for a step without any); ``step`` is sorted."""
+    out = np.zeros(n_steps)
+    starts = np.searchsorted(step, np.arange(n_steps))
+    busy = np.flatnonzero(np.diff(np.r_[starts, step.size]) > 0)
+    if busy.size:
+        out[busy] = np.maximum.reduceat(values, starts[busy])
+    return out
+
+
+_PATH_CELLS = 1 << 26
+
+
+def path_latency(p: Plan, m_lat: np.ndarray) -> np.ndarray:
+    """(n_steps,) the latency accrued by the end of each step along the slowest chain of hops.
+
+    Every (agent, chunk) carries the latency its data has gathered; a transfer delivers its
+    source's latency plus its message's route latency, and the destination keeps the larger of
+    that and its own. Chunks moved in the same step travel side by side (their latencies do
+    not add up), so a pipelined ring pays each hop of a chunk's path once, NVLink hops at NVLink
+    latency and network hops at network latency. Chunks that multi-chunk transfers move as one
+    block are followed as one.
+    """
+    s = p.schedule
+    block = int(np.gcd.reduce(np.r_[s.span[s.span > 1], s.chunk[s.span > 1]])) if (s.span > 1).any() else 1
+    block = block or 1
+    cells_per_agent = -(-s.chunks // block)
+    cells = s.agents * cells_per_agent
+    if cells > _PATH_CELLS:
+        raise ValueError(f"timing {s.ranks} ranks x {s.chunks} chunks with path latencies needs {cells:,} cells "
+                         "(more than this simulator keeps); use fewer ranks, pieces or channels")
+    lat = m_lat[p.transfer_message]
+    width = np.maximum(1, s.span // block)
+    src, dst, cell, step = s.src, s.dst, s.chunk // block, s.step
+    if (width > 1).any():
+        origin = np.repeat(np.arange(s.n_transfers), width)
+        offset = np.arange(origin.size) - np.repeat(np.cumsum(width) - width, width)
+        src, dst, cell, step, lat = src[origin], dst[origin], cell[origin] + offset, step[origin], lat[origin]
+    ready = np.zeros(cells)
+    out = np.zeros(s.n_steps)
+    bounds = np.searchsorted(step, np.arange(s.n_steps + 1))
+    top = 0.0
+    for k in range(s.n_steps):
+        a, b = bounds[k], bounds[k + 1]
+        if b > a:
+            arrive = ready[src[a:b] * cells_per_agent + cell[a:b]] + lat[a:b]
+            np.maximum.at(ready, dst[a:b] * cells_per_agent + cell[a:b], arrive)
+            top = max(top, float(arrive.max()))
+        out[k] = top
+    return out
 
 
 def _move_values(trace: Trace, elements: int, seed: int) -> None:
-    s = trace.schedule
+    s, _ = trace.schedule.per_chunk()
     P, C, A = s.ranks, s.chunks, s.agents
     f = collectives.ufunc(trace.reduce_op)
     inputs = collectives.make_inputs(trace.reduce_op, P, C, elements, seed)
@@ -148,4 +301,11 @@ def _move_values(trace: Trace, elements: int, seed: int) -> None:
     trace.inputs, trace._holds, trace._values, trace._written = inputs, hist_h, hist_v, written
 
 
-__all__ = ["run", "ScheduleError"]
+def values_bytes(schedule: Schedule, elements: int = 1) -> int:
+    """Memory a run with values keeps (every step's buffer state), in bytes, before it starts."""
+    A, C, P, S = schedule.agents, schedule.chunks, schedule.ranks, schedule.n_steps
+    per_step = A * C * ((P + 7) // 8 + 8 * elements)
+    return int((S + 1) * per_step + A * C * (2 * P + 8 * elements + 8))
+
+
+__all__ = ["run", "plan", "timing", "path_latency", "check", "values_bytes", "Plan", "ScheduleError"]

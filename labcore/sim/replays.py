@@ -43,8 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from labcore.sim import topologies
-from labcore.sim.engine import run
-from labcore.sim.schedules import ALGORITHMS, build
+from labcore.sim.schedules import ALGORITHMS
 from labcore.sim.topology import Graph, Topology
 
 __all__ = ["replay", "Replay", "recorded_timeline", "nccl_algorithm", "TUNER_MACHINE"]
@@ -56,10 +55,8 @@ _KIND_MACHINE = (("nic", "multinode"), ("nvls", "nvswitch8"), ("pcie", "pcie8"))
 # Without a tuner (uniform, calibrated...): the bandwidth-optimal algorithm of each op.
 _DEFAULT = {"all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring", "broadcast": "chain",
             "all_to_all": "pairwise", "reduce": "binomial"}
-# How the simulator plays NCCL's algorithms, per op (protocols are not simulated).
-_NCCL_TO_SIM = {"Ring": {"all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring",
-                         "broadcast": "chain"},
-                "Tree": {"all_reduce": "double_tree"}, "NVLS": {"all_reduce": "nvls"}}
+# NCCL runs these ops as rings; the simulator's ring-family schedule for each
+_RING = {"all_gather": "ring", "reduce_scatter": "ring", "broadcast": "chain"}
 _NO_SCHEDULE = {"send": "point-to-point: the simulator has no send/recv schedule",
                 "recv": "point-to-point: the simulator has no send/recv schedule",
                 "barrier": "a barrier carries no data; the simulator has no barrier",
@@ -67,47 +64,65 @@ _NO_SCHEDULE = {"send": "point-to-point: the simulator has no send/recv schedule
                 "gather": "the simulator has no gather schedule"}
 
 
-def nccl_algorithm(op: str, nbytes: float, ranks: int, nodes: int, machine: str) -> tuple[str | None, str]:
-    """The simulator algorithm that plays what NCCL's tuner picks, and NCCL's name for the pick.
+def nccl_algorithm(op: str, nbytes: float, ranks: int, nodes: int, machine: str,
+                   in_switch: bool = True) -> tuple[str | None, str, str]:
+    """What NCCL's tuner picks, as the simulator plays it: (simulator algorithm, NCCL's name for
+    the pick, its protocol).
 
-    ``machine`` names a :data:`labcore.sim.tuner.MACHINES` entry; it is resized to ``ranks``
-    GPUs on ``nodes`` nodes. Returns ``(None, why)`` when the simulator has no schedule for
-    NCCL's pick (NCCL reduces with a ring; the simulator only with a binomial tree). This is
-    the one place the replay calls the tuner.
+    ``machine`` names a :data:`labcore.sim.tuner.MACHINES` entry, resized to ``ranks`` GPUs on
+    ``nodes`` nodes. All-reduce algorithms map through ``tuner.SIM_ALGORITHM``; the other ops
+    run as rings. Where the simulator stands in for NCCL's pick (NVLS without a reducing switch
+    in the topology, ``in_switch=False``, or PAT), the name says so. The algorithm is None when
+    the simulator has no schedule (NCCL reduces with a ring, the simulator only with a binomial
+    tree). This is the one place the replay calls the tuner.
 
     Example
     -------
     >>> nccl_algorithm("all_reduce", 1 << 30, 8, 1, "nvswitch8")
-    ('nvls', 'NVLS/Simple')
+    ('nvls', 'NVLS/Simple', 'Simple')
     """
     from labcore.sim import tuner
 
-    estimate = tuner.predict(op, nbytes, tuner.MACHINES[machine].with_ranks(ranks, nodes))
-    algorithm = _NCCL_TO_SIM.get(estimate.algorithm, {}).get(op)
+    choice = tuner.predict(op, int(nbytes), tuner.MACHINES[machine].with_ranks(ranks, nodes))
+    algorithm = tuner.SIM_ALGORITHM.get(choice.algorithm) if op == "all_reduce" else _RING.get(op)
     if algorithm is None:
-        return None, (f"NCCL's tuner picks {estimate.name} for {op}, which the simulator lacks; name one with "
-                      f"algorithm={{'{op}': '{sorted(ALGORITHMS.get(op, {'?': 0}))[0]}'}}")
-    return algorithm, estimate.name
+        return None, (f"NCCL's tuner picks {choice.name} for {op}, which the simulator lacks; name one with "
+                      f"algorithm={{'{op}': '{sorted(ALGORITHMS.get(op, {'?': 0}))[0]}'}}"), choice.protocol
+    label = choice.name
+    if algorithm == "nvls" and not in_switch:
+        algorithm, label = "ring", f"{label} (simulated as ring: no reducing switch in this topology)"
+    elif choice.algorithm not in ("Ring", "Tree", "NVLS"):
+        label = f"{label} (simulated as {algorithm})"
+    return algorithm, label, choice.protocol
 
 
 class _Placed(Topology):
-    """The ranks of one group, placed on chosen ranks of a bigger topology (switches kept)."""
+    """The ranks of one group, placed on chosen ranks of a bigger topology: its links, protocols and
+    channels, with routes, nodes and rings restricted to those ranks (switches kept)."""
+
+    _SHARED = ("name", "bandwidth", "latency", "launch_s", "notes", "ports", "channels", "channel_bytes", "issue_s",
+               "protocols", "protocol", "link_kind", "latency_model", "step_s")
 
     def __init__(self, base: Topology, ranks: list[int]):
+        for attr in self._SHARED:
+            setattr(self, attr, getattr(base, attr))
         self.base, self.placed = base, np.asarray(ranks, dtype=np.int64)
-        self.name = base.name
         self.ranks, self.switch_agents = len(ranks), base.switch_agents
-        self.bandwidth, self.latency, self.launch_s = base.bandwidth, base.latency, base.launch_s
         self._agent = np.concatenate([self.placed, base.ranks + np.arange(base.switch_agents)])
         self.gamma = base.gamma[self._agent]
         _, self.node_of = np.unique(base.node_of[self.placed], return_inverse=True)
-        self.notes = base.notes
 
     def routes(self, src, dst):
         return self.base.routes(self._agent[np.asarray(src)], self._agent[np.asarray(dst)])
 
     def link_label(self, link: int) -> str:
         return self.base.link_label(link)
+
+    def ring_orders(self, channels: int) -> np.ndarray:
+        """The base's rings, visiting only the placed ranks (numbered 0 .. ranks-1 in placement order)."""
+        local = {int(r): k for k, r in enumerate(self.placed)}
+        return np.array([[local[int(r)] for r in order if int(r) in local]
+                         for order in self.base.ring_orders(channels)], dtype=np.int64)
 
 
 @dataclass
@@ -118,7 +133,8 @@ class Replay:
     ----------
     collectives : DataFrame, one row per collective (the same call on every rank of its group is
         one row): step, op, bytes, group, seq, ranks (how many take part in the replay), nodes,
-        algorithm (simulator), nccl (the tuner's pick, "named" or "default"), predicted_us,
+        algorithm (simulator), nccl (the tuner's pick, "named" or "default"), protocol (the one
+        simulated: NCCL's pick where the topology describes it, else the simulator's fastest), predicted_us,
         recorded_us (median over ranks), status ("simulated" or "not simulated: why").
     steps : DataFrame per step: recorded_us (slowest rank), compute_us, comm_us (sum of predicted
         collectives), serial_us (compute + comm), overlap_us (the step model above),
@@ -217,14 +233,14 @@ def _check_algorithm(algorithm, ops: set[str]):
                              f"{', '.join(sorted(ALGORITHMS[op]))}")
 
 
-def _choose(op, nbytes, n, nodes, algorithm, machine):
-    """(simulator algorithm or None, label or reason)."""
+def _choose(op, nbytes, n, nodes, algorithm, machine, in_switch):
+    """(simulator algorithm or None, label or reason, protocol or "auto")."""
     named = algorithm.get(op, "auto") if isinstance(algorithm, dict) else algorithm
     if named != "auto" and named in ALGORITHMS.get(op, {}):
-        return named, "named"
+        return named, "named", "auto"
     if machine is not None and op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"):
-        return nccl_algorithm(op, nbytes, n, nodes, machine)
-    return _DEFAULT[op], "default"
+        return nccl_algorithm(op, nbytes, n, nodes, machine, in_switch)
+    return _DEFAULT[op], "default", "auto"
 
 
 def _check_recording(recording, world_size, topo, placement):
@@ -357,34 +373,43 @@ def _predict_all(frame, W, size, place, topo, machine, algorithm):
         elif len(ranks) == 1:
             algo, label, predicted = "-", "1 rank: nothing to send", 0.0
         else:
-            algo, label = _choose(op, nbytes, len(ranks), nodes, algorithm, machine)
+            algo, label, protocol = _choose(op, nbytes, len(ranks), nodes, algorithm, machine, topo.switch_agents > 0)
             if algo is None:
                 status = "not simulated: " + label
             else:
-                predicted, status = _simulate(cache, op, algo, placed, nbytes, topo, nodes)
+                predicted, status, protocol = _simulate(cache, op, algo, placed, nbytes, topo, protocol)
         by_key[key] = predicted
         rows.append(dict(step=int(cols["step"][i]), op=op, bytes=int(cols["bytes"][i]), group=cols["group"][i],
                          seq=int(cols["seq"][i]), ranks=len(ranks), nodes=nodes, algorithm=algo or "",
-                         nccl=label if algo else "", predicted_us=np.nan if predicted is None else predicted * 1e6,
+                         nccl=label if algo else "", protocol=protocol if predicted else "",
+                         predicted_us=np.nan if predicted is None else predicted * 1e6,
                          recorded_us=recorded_us, status=status))
     durations = {index: by_key[key] for index, key in zip(frame.index, keys)}
     return pd.DataFrame(rows), durations
 
 
-def _simulate(cache, op, algo, placed, nbytes, topo, nodes):
-    key = (op, algo, tuple(placed), nbytes)
+def _simulate(cache, op, algo, placed, nbytes, topo, protocol):
+    """(seconds or None, status, protocol the simulator ran) of one collective, simulated once per kind.
+
+    ``labcore.sim.simulate`` on the placed ranks: NCCL's protocol when the topology describes it,
+    else the simulator's fastest ("auto"); builder options (channels, rings, pipeline, nodes) from
+    the topology, as for any simulated collective."""
+    import labcore.sim as sim
+
+    key = (op, algo, tuple(placed), nbytes, protocol)
     if key not in cache:
-        options = {}
-        if algo == "hierarchical":
-            if len(placed) % nodes:
-                cache[key] = (None, "not simulated: hierarchical needs the same number of ranks on every node")
-                return cache[key]
-            options["gpus_per_node"] = len(placed) // nodes
+        placed_topo = _Placed(topo, placed)
+        proto = protocol if protocol in placed_topo.protocols else ("auto" if placed_topo.protocols else None)
         try:
-            schedule = build(op, algo, len(placed), nbytes, **options)
-            cache[key] = (run(schedule, _Placed(topo, placed), values=False).time_s, "simulated")
+            try:
+                trace = sim.simulate(op, algo, len(placed), nbytes, topology=placed_topo, values=False, protocol=proto)
+            except ValueError as err:
+                if proto in (None, "auto") or "protocol" not in str(err):
+                    raise
+                trace = sim.simulate(op, algo, len(placed), nbytes, topology=placed_topo, values=False, protocol="auto")
+            cache[key] = (trace.time_s, "simulated", trace.protocol or "")
         except ValueError as err:
-            cache[key] = (None, f"not simulated: {err}")
+            cache[key] = (None, f"not simulated: {err}", "")
     return cache[key]
 
 

@@ -4,7 +4,8 @@ Example
 -------
 >>> df = sweep("all_reduce", ["ring", "recursive_doubling"], ranks=8, sizes=[8, 1 << 20])
 >>> df.columns.tolist()
-['op', 'algorithm', 'ranks', 'size', 'topology', 'time_us', 'algbw', 'busbw', 'bound_us', 'steps']
+['op', 'algorithm', 'ranks', 'size', 'topology', 'protocol', 'channels', 'time_us', 'algbw', 'busbw',
+ 'bound_us', 'steps']
 >>> len(df)
 4
 """
@@ -23,12 +24,14 @@ def sweep(op: str, algorithms: Iterable[str] | str, ranks: Iterable[int] | int, 
     algorithms, ranks, sizes : one value or several each.
     topology : a preset name (:data:`labcore.sim.topologies.PRESETS`) or a function ranks -> topology.
     contention : share links between the messages of a step.
-    **options : passed to every schedule (``pipeline``, ``gpus_per_node``, ``root``).
+    **options : passed to :func:`labcore.sim.simulate` (``protocol``) and every schedule (``pipeline``,
+        ``gpus_per_node``, ``channels``, ``root``).
 
     Returns
     -------
-    DataFrame with columns op, algorithm, ranks, size, topology, time_us, algbw, busbw (GB/s),
-    bound_us (the lower bound for any algorithm), steps.
+    DataFrame with columns op, algorithm (as run: "best" names the one chosen), ranks, size, topology,
+    protocol, channels, time_us, algbw, busbw (GB/s), bound_us (the lower bound for any algorithm),
+    steps.
     """
     import pandas as pd
 
@@ -45,7 +48,8 @@ def sweep(op: str, algorithms: Iterable[str] | str, ranks: Iterable[int] | int, 
             for size in sizes:
                 s = simulate(op, algo, p, size, topology=topo, values=False, contention=contention,
                              **options).summary()
-                rows.append({"op": op, "algorithm": algo, "ranks": p, "size": size, "topology": s["topology"],
+                rows.append({"op": op, "algorithm": s["algorithm"], "ranks": p, "size": size,
+                             "topology": s["topology"], "protocol": s["protocol"], "channels": s["channels"],
                              "time_us": s["time_us"], "algbw": s["algbw"], "busbw": s["busbw"],
                              "bound_us": s["bound_us"], "steps": s["steps"]})
     return pd.DataFrame(rows)

@@ -3,16 +3,18 @@
 Bandwidths are bytes/s, latencies seconds. The presets for real machines give
 every number with its source in ``topology.notes``. Their links carry
 *achievable* bandwidth (line rate x an efficiency from a published
-measurement) and their per-hop latency is NCCL's LL-protocol hardware latency
-(the protocol NCCL picks for small messages) with NCCL's LL base latency as
-the fixed launch cost, so the model follows the lower envelope of NCCL's own
-tuner curves (see :mod:`labcore.sim.tuner`).
+measurement). They describe NCCL's protocols (:class:`~labcore.sim.topology.Protocol`):
+per-hop latencies and base latencies from NCCL's tuner (src/graph/tuning.cc,
+NCCL 2.30.7; see :mod:`labcore.sim.tuner`), bandwidth fractions, and pipeline
+slices; :func:`labcore.sim.simulate` runs the fastest protocol unless told one.
 
 Example
 -------
 >>> t = nvswitch(8)
 >>> round(t.port_bandwidth() / 1e9)           # GB/s achievable per GPU and direction
 370
+>>> sorted(t.protocols)
+['LL', 'LL128', 'NVLS', 'Simple']
 >>> ring(6).routes([0], [3]).shape            # three hops around the ring
 (1, 3)
 """
@@ -20,7 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from labcore.sim.topology import Graph, Link, Topology, Uniform
+from labcore.sim.schedules import ALGORITHMS
+from labcore.sim.topology import Cluster, Graph, Link, Protocol, Topology, Uniform
 
 # --- published numbers used by the presets -------------------------------------------------
 # NVLink 4 on H100 SXM: 18 links x 25 GB/s per direction = 450 GB/s per direction (NVIDIA H100
@@ -31,10 +34,18 @@ H100_NVLINK_BW = 450e9
 NVLINK_EFFICIENCY = 370 / 450
 # NCCL's NVLS bandwidth efficiency on Hopper (NCCL 2.30.7 src/graph/tuning.cc: 0.85).
 NVLS_EFFICIENCY_HOPPER = 0.85
-# NCCL 2.30.7 src/graph/tuning.cc: Ring/LL base latency 6.6 us; per-hop hw latency (Ring, LL):
-# NVLink 0.6 us, PCI 1.0 us, network 2.7 us.
-NCCL_RING_LL_BASE_S = 6.6e-6
-NCCL_RING_LL_HOP_S = {"nvlink": 0.6e-6, "pci": 1.0e-6, "net": 2.7e-6}
+# NCCL 2.30.7 src/graph/tuning.cc, Ring algorithm: base latency and per-hop hardware latency (us)
+# for the LL, LL128 and Simple protocols, by link type.
+NCCL_RING_BASE_S = {"LL": 6.6e-6, "LL128": 14.0e-6, "Simple": 8.4e-6}
+NCCL_RING_HOP_S = {"LL": {"nvlink": 0.6e-6, "pci": 1.0e-6, "net": 2.7e-6},
+                   "LL128": {"nvlink": 1.9e-6, "pci": 2.5e-6, "net": 4.0e-6},
+                   "Simple": {"nvlink": 3.4e-6, "pci": 5.7e-6, "net": 14.0e-6}}
+# ... and NVLS (Simple only): 25 us on NVLink (its whole latency: NVLS has no base latency).
+NCCL_NVLS_LATENCY_S = 25e-6
+# NCCL 2.30.7 tuning.cc: LL moves 8 bytes of data with 8 of flags (x0.5 of the bandwidth) and is
+# capped at llMaxBw = 141 GB/s busbw on one Hopper node; LL128 uses 120 of every 128 bytes (x0.92
+# in the tuner).
+LL_FRACTION, LL_MAX_BW_HOPPER, LL128_FRACTION = 0.5, 141e9, 0.92
 # PCIe x16 per direction: Gen4 16 GT/s x 16 lanes x 128/130 = 31.5 GB/s; Gen5 twice that.
 PCIE_X16_BW = {4: 31.5e9, 5: 63.0e9}
 # GTC24 S62129: all_reduce busbw on PCIe Gen4 24 GB/s, Gen5 48 GB/s: 76% of line rate.
@@ -42,25 +53,48 @@ PCIE_EFFICIENCY = 24 / 31.5
 # Inter-socket link (3 UPI links at 16 GT/s x 2 B ~ 62 GB/s per direction, Intel Xeon).
 UPI_BW = 62e9
 # NDR InfiniBand / 400G RoCE: 400 Gb/s = 50 GB/s per NIC and direction; GTC24 S62129: 400 Gb RDMA
-# all_reduce busbw 48 GB/s (96%).
+# all_reduce busbw 48 GB/s (96%); nccl-tests issue 290 (maintainer): "For NDR @ 400Gbps you should
+# see 46-48GB/s per NIC".
 NIC_400G_BW = 50e9
 NIC_EFFICIENCY = 48 / 50
+# Fitted to the published all_reduce_perf tables in tests/data/published_allreduce_*.txt (8 GPUs,
+# NVLink 4; see tests/test_sim_published.py): the host time per collective when one process drives
+# eight GPUs (nccl-tests -g 8: the flat 29.9-31.2 us from 1 KiB to 512 KiB of the Azure ND H200 v5
+# table), and how NCCL's NVLS kernel pipelines (slice, most slices, fixed time per pipeline step on
+# top of NCCL's 25 us), fitted from 1 MiB to 8 GiB.
+H100_ISSUE_S = 30e-6
+NVLS_PIECE_BYTES, NVLS_MAX_PIECES, NVLS_STEP_S = 128 << 10, 64, 0.5e-6
+
+
+def _ring_protocols(nvlink_fraction_ll: float) -> dict:
+    """NCCL's three protocols for rings and trees, with NCCL's latencies (see the constants)."""
+    eff = {"LL": {"nvlink": nvlink_fraction_ll, "net": LL_FRACTION, "pci": LL_FRACTION},
+           "LL128": {"nvlink": LL128_FRACTION, "net": LL128_FRACTION, "pci": LL128_FRACTION},
+           "Simple": {}}
+    runs = {"LL": ("ring", "chain", "tree", "double_tree"), "LL128": ("ring", "chain", "tree", "double_tree"),
+            "Simple": tuple(sorted({a for table in ALGORITHMS.values() for a in table} - {"nvls"}))}
+    return {name: Protocol(name, NCCL_RING_BASE_S[name], NCCL_RING_HOP_S[name], eff[name], algorithms=runs[name])
+            for name in ("LL", "LL128", "Simple")}
 
 
 def uniform(ranks: int, alpha: float = 1e-6, bandwidth: float = 10e9, gamma: float = 0.0,
-            gpus_per_node: int | None = None) -> Uniform:
+            gpus_per_node: int | None = None, ports: str = "multi") -> Uniform:
     """Every pair of ranks joined by its own link of latency ``alpha`` (s) and ``bandwidth`` (B/s).
 
     The textbook alpha-beta machine (beta = 1/bandwidth): with it, and contention
     off, every algorithm costs exactly its closed form in :mod:`labcore.sim.cost`.
-    A reducing switch is joined to every rank by links of the same kind.
+    A reducing switch is joined to every rank by links of the same kind. ``ports="single"``
+    gives every rank one port (Thakur, Rabenseifner and Gropp's model): what a rank sends
+    to two peers in one step goes one message after the other.
 
     Example
     -------
     >>> uniform(4, alpha=2e-6, bandwidth=1e9).notes["alpha"]
     2e-06
+    >>> uniform(4, ports="single").ports
+    'single'
     """
-    return Uniform(ranks, alpha=alpha, bandwidth=bandwidth, gamma=gamma, gpus_per_node=gpus_per_node)
+    return Uniform(ranks, alpha=alpha, bandwidth=bandwidth, gamma=gamma, gpus_per_node=gpus_per_node, ports=ports)
 
 
 def _duplex(links: list[Link], a: int, b: int, bw: float, lat: float, kind: str) -> None:
@@ -117,7 +151,8 @@ def ring(ranks: int, alpha: float = 1e-6, bandwidth: float = 10e9, bidirectional
 
 
 def nvswitch(gpus: int = 8, nvlink_bandwidth: float = H100_NVLINK_BW, efficiency: float = NVLINK_EFFICIENCY,
-             nvls_efficiency: float = NVLS_EFFICIENCY_HOPPER, name: str = "nvswitch8 (H100 SXM, NVLink 4)") -> Graph:
+             nvls_efficiency: float = NVLS_EFFICIENCY_HOPPER, issue_s: float = H100_ISSUE_S,
+             name: str = "nvswitch8 (H100 SXM, NVLink 4)") -> Cluster:
     """An 8-GPU NVSwitch node, H100-class (NVLink 4): every GPU has one 450 GB/s port into the
     NVSwitch fabric; the fabric can reduce in the network (NVLink SHARP, NCCL's NVLS).
 
@@ -127,34 +162,41 @@ def nvswitch(gpus: int = 8, nvlink_bandwidth: float = H100_NVLINK_BW, efficiency
       achievable (nccl-tests issue 212: ~370 GB/s busbw out of 450, ~20% protocol overhead)
       = 370 GB/s, the figure NCCL's own topology model also uses (src/graph/topo.h counts
       20.6 GB/s per H100 NVLink, x 18 links = 370.8 GB/s);
-    * traffic into/out of the switch's reduction engine runs at a further 0.85 (NCCL 2.30.7
-      tuning.cc, Hopper NVLS efficiency);
-    * per-hop latency 0.6 us split over the two links of a GPU-GPU route, launch 6.6 us
-      (NCCL 2.30.7 tuning.cc: Ring/LL NVLink hw latency and base latency).
+    * the reduction engine takes a further 0.85 of a GPU's port (NCCL 2.30.7 tuning.cc, Hopper
+      NVLS efficiency);
+    * protocols LL, LL128 and Simple for rings and trees with NCCL's base and per-hop latencies
+      (tuning.cc), LL at half the link and at most NCCL's llMaxBw (141 GB/s), LL128 at 0.92;
+      NVLS (the Simple protocol through the engine) with NCCL's 25 us latency (its hops inside
+      the NVSwitch are folded into it) and a pipeline fitted to published tables (128 KiB slices,
+      at most 64, 0.5 us a step);
+    * ``issue_s`` 30 us: the host time per collective when one process drives all eight GPUs
+      (nccl-tests ``-g 8``), fitted to the flat 1 KiB-512 KiB part of the Azure ND H200 v5 table
+      (tests/data); pass ``issue_s=0`` for the GPU time alone.
 
-    With these, a ring all-reduce of 8 GPUs reaches ~370 GB/s busbw and NVLS ~488 GB/s at
-    large sizes (published: ~370 and ~480, GTC24 S62129), and a 8-byte ring all-reduce takes
-    6.6 + 14 x 0.6 = 15 us, NCCL's own Ring/LL latency for 8 GPUs.
+    With these, a ring all-reduce of 8 GPUs reaches ~370 GB/s busbw and NVLS ~480 GB/s at 8 GiB
+    (published: ~370 and ~480, GTC24 S62129), and the fastest protocol's curve stays within 20%
+    of the published 8-GPU tables at every size (tests/test_sim_published.py).
 
     Example
     -------
     >>> nvswitch().switch_agents
     1
+    >>> round(nvswitch(issue_s=0).with_protocol("LL").hop_latency() * 1e6, 2)   # NCCL's Ring/LL NVLink hop
+    0.6
     """
     bw = nvlink_bandwidth * efficiency
-    hop = NCCL_RING_LL_HOP_S["nvlink"]
-    fabric, engine = gpus, gpus + 1
-    names = [f"gpu {g}" for g in range(gpus)] + ["nvswitch", "nvswitch reduction engine"]
-    links: list[Link] = []
-    for g in range(gpus):
-        _duplex(links, g, fabric, bw, hop / 2, "nvlink")
-    for g in range(gpus):
-        _duplex(links, g, engine, bw * nvls_efficiency, hop / 2, "nvls")
-    return Graph(name, gpus, names, links, reducing=(engine,), launch_s=NCCL_RING_LL_BASE_S, no_transit=(engine,),
-                 notes={"nvlink line rate B/s": nvlink_bandwidth, "achievable fraction": efficiency,
-                        "nvls efficiency": nvls_efficiency, "per-hop latency s": hop,
-                        "launch s": NCCL_RING_LL_BASE_S,
-                        "sources": "H100 datasheet; nccl-tests#212; GTC24 S62129; NCCL 2.30.7 tuning.cc"})
+    protocols = _ring_protocols(min(LL_FRACTION, LL_MAX_BW_HOPPER / bw))
+    protocols["NVLS"] = Protocol("NVLS", NCCL_NVLS_LATENCY_S, {"nvlink": 0.0, "nvls": 0.0}, step_s=NVLS_STEP_S,
+                                 piece_bytes=NVLS_PIECE_BYTES, max_pieces=NVLS_MAX_PIECES, algorithms=("nvls",))
+    simple = protocols["Simple"]
+    return Cluster(1, gpus, bw, simple.hop_s["nvlink"], nvls_bandwidth=bw * nvls_efficiency,
+                   launch_s=simple.launch_s, issue_s=issue_s, protocols=protocols, name=name,
+                   notes={"nvlink line rate B/s": nvlink_bandwidth, "achievable fraction": efficiency,
+                          "nvls efficiency": nvls_efficiency, "issue s": issue_s,
+                          "protocols": {k: (p.launch_s, p.hop_s, p.efficiency) for k, p in protocols.items()},
+                          "nvls pipeline": (NVLS_PIECE_BYTES, NVLS_MAX_PIECES, NVLS_STEP_S),
+                          "sources": "H100 datasheet; nccl-tests#212; GTC24 S62129; NCCL 2.30.7 tuning.cc; "
+                                     "fitted: Azure/AI-benchmarking-guide ND H200 v5 table, nccl-tests#290"})
 
 
 def pcie(gpus: int = 8, gen: int = 4, gpus_per_switch: int = 4, name: str | None = None) -> Graph:
@@ -173,7 +215,7 @@ def pcie(gpus: int = 8, gen: int = 4, gpus_per_switch: int = 4, name: str | None
     if gen not in PCIE_X16_BW:
         raise ValueError(f"gen must be 4 or 5, got {gen}")
     bw = PCIE_X16_BW[gen] * PCIE_EFFICIENCY
-    hop = NCCL_RING_LL_HOP_S["pci"]
+    hop = NCCL_RING_HOP_S["LL"]["pci"]
     n_sw = -(-gpus // gpus_per_switch)
     sw0, cpu0 = gpus, gpus + n_sw
     names = [f"gpu {g}" for g in range(gpus)] + [f"pcie switch {s}" for s in range(n_sw)] + ["cpu 0", "cpu 1"]
@@ -183,46 +225,43 @@ def pcie(gpus: int = 8, gen: int = 4, gpus_per_switch: int = 4, name: str | None
     for s in range(n_sw):
         _duplex(links, sw0 + s, cpu0 + (s * 2 // n_sw if n_sw > 1 else 0), bw, hop / 2, "pcie")
     _duplex(links, cpu0, cpu0 + 1, UPI_BW, hop / 2, "upi")
-    return Graph(name or f"pcie{gpus} (Gen{gen}, no NVLink)", gpus, names, links, launch_s=NCCL_RING_LL_BASE_S,
+    return Graph(name or f"pcie{gpus} (Gen{gen}, no NVLink)", gpus, names, links, launch_s=NCCL_RING_BASE_S["LL"],
                  notes={"pcie x16 B/s": PCIE_X16_BW[gen], "achievable fraction": PCIE_EFFICIENCY,
                         "upi B/s": UPI_BW, "per-hop latency s": hop,
                         "sources": "PCIe spec; GTC24 S62129; NCCL 2.30.7 tuning.cc"})
 
 
 def multinode(nodes: int = 4, gpus_per_node: int = 8, nic_bandwidth: float = NIC_400G_BW, sharp: bool = False,
-              name: str | None = None) -> Graph:
+              name: str | None = None) -> Cluster:
     """Several NVSwitch nodes (see :func:`nvswitch`) joined by one non-blocking InfiniBand/RoCE
     fabric; each GPU has its own NIC (the DGX H100 layout, 8 x 400 Gb/s per node).
 
     Sources: 400 Gb/s = 50 GB/s per NIC and direction x 0.96 achievable (GTC24 S62129:
-    400 Gb RDMA all_reduce busbw 48 GB/s); per-hop network latency 2.7 us (NCCL 2.30.7
-    tuning.cc, Ring/LL NET). With ``sharp`` the fabric switch reduces in the network.
+    400 Gb RDMA all_reduce busbw 48 GB/s); NCCL's per-hop network latencies (tuning.cc:
+    Ring LL 2.7, LL128 4.0, Simple 14 us). One channel per NIC (``gpus_per_node`` channels):
+    NCCL's rings each cross nodes on their own NIC, so a flat ring all-reduce reaches the
+    NICs' 8 x 48 = 384 GB/s busbw (published: ~380 GB/s on DGX H100 with 8 x 400 Gb/s,
+    GTC24 S62129; 392 GB/s with NCCL_ALGO=Ring on two HGX H100, nccl-tests#309). With
+    ``sharp`` the fabric switch reduces in the network. One process per GPU issues the
+    collectives (no host floor), as in the nccl-tests#309 runs.
 
     Example
     -------
     >>> t = multinode(2, 4)
-    >>> t.ranks, t.nodes
-    (8, 2)
+    >>> t.ranks, t.nodes, t.channels
+    (8, 2, 4)
     """
-    P = nodes * gpus_per_node
-    nv = NCCL_RING_LL_HOP_S["nvlink"]
-    net = NCCL_RING_LL_HOP_S["net"]
-    bw = H100_NVLINK_BW * NVLINK_EFFICIENCY
-    nic = nic_bandwidth * NIC_EFFICIENCY
-    names = [f"node {r // gpus_per_node} gpu {r % gpus_per_node}" for r in range(P)]
-    names += [f"node {n} nvswitch" for n in range(nodes)] + ["fabric switch"]
-    fabric = P + nodes
-    links: list[Link] = []
-    for r in range(P):
-        _duplex(links, r, P + r // gpus_per_node, bw, nv / 2, "nvlink")
-    for r in range(P):
-        _duplex(links, r, fabric, nic, net / 2, "nic")
-    return Graph(name or f"{nodes} x {gpus_per_node} GPUs, {nic_bandwidth * 8 / 1e9:.0f} Gb/s NIC per GPU", P, names,
-                 links, reducing=(fabric,) if sharp else (), node_of=np.arange(P) // gpus_per_node,
-                 launch_s=NCCL_RING_LL_BASE_S,
-                 notes={"nic B/s": nic_bandwidth, "nic achievable fraction": NIC_EFFICIENCY,
-                        "net per-hop latency s": net, "nvlink achievable B/s": bw,
-                        "sources": "GTC24 S62129; NCCL 2.30.7 tuning.cc; H100 datasheet"})
+    nvlink = H100_NVLINK_BW * NVLINK_EFFICIENCY
+    protocols = _ring_protocols(min(LL_FRACTION, LL_MAX_BW_HOPPER / nvlink))
+    simple = protocols["Simple"]
+    return Cluster(nodes, gpus_per_node, nvlink, simple.hop_s["nvlink"], nic_bandwidth * NIC_EFFICIENCY,
+                   simple.hop_s["net"], sharp=sharp, launch_s=simple.launch_s, channels=gpus_per_node,
+                   protocols=protocols,
+                   name=name or f"{nodes} x {gpus_per_node} GPUs, {nic_bandwidth * 8 / 1e9:.0f} Gb/s NIC per GPU",
+                   notes={"nic B/s": nic_bandwidth, "nic achievable fraction": NIC_EFFICIENCY,
+                          "nvlink achievable B/s": nvlink, "channels": "one per NIC",
+                          "protocols": {k: (p.launch_s, p.hop_s, p.efficiency) for k, p in protocols.items()},
+                          "sources": "GTC24 S62129; NCCL 2.30.7 tuning.cc; H100 datasheet; nccl-tests#290, #309"})
 
 
 def calibrated(fit, ranks: int | None = None) -> Uniform:

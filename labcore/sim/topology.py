@@ -25,6 +25,7 @@ Example
 """
 from __future__ import annotations
 
+import copy
 import heapq
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -32,8 +33,75 @@ from typing import Sequence
 import numpy as np
 
 
+PORT_MODELS = ("multi", "single")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How one of NCCL's protocols moves data: its fixed start-up, per-hop latency and bandwidth.
+
+    Parameters
+    ----------
+    name : "LL", "LL128" or "Simple" (NCCL's protocols).
+    launch_s : fixed start-up of a collective (NCCL's base latency).
+    hop_s : per-hop latency by link kind ("nvlink", "net", "nvls"), seconds for a whole route.
+    step_s : fixed cost of every step on top of its bandwidth (with the "path" latency model).
+    efficiency : fraction of each link kind's bandwidth the protocol delivers (default 1).
+    piece_bytes, max_pieces : how pipelined algorithms cut the buffer: one piece per
+        ``piece_bytes``, at most ``max_pieces`` (see :meth:`pieces`).
+    algorithms : the simulator's algorithms that can run with this protocol (empty: all).
+
+    Example
+    -------
+    >>> Protocol("LL", 6.6e-6, {"nvlink": 0.6e-6}, {"nvlink": 0.5}).pieces(1 << 20)
+    2
+    """
+
+    name: str
+    launch_s: float
+    hop_s: dict
+    efficiency: dict = field(default_factory=dict)
+    step_s: float = 0.0
+    piece_bytes: int = 512 << 10
+    max_pieces: int = 256
+    algorithms: tuple = ()
+
+    def pieces(self, nbytes: float) -> int:
+        """Pipeline pieces for ``nbytes``: one per ``piece_bytes``, between 1 and ``max_pieces``."""
+        return int(min(self.max_pieces, max(1, -(-int(nbytes) // self.piece_bytes))))
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A set of ranks and the bandwidth of the links leaving and entering it (bytes/s)."""
+
+    ranks: int
+    out_bandwidth: float
+    in_bandwidth: float
+    label: str
+
+
 class Topology:
-    """Common interface; see the module docstring. Subclasses fill the attributes."""
+    """Common interface; see the module docstring. Subclasses fill the attributes.
+
+    Besides links and routes a topology says how ranks use them:
+
+    * ``ports`` -- the port model. ``"multi"``: a rank's messages to different peers in one
+      step travel at the same time, each over its own links (NVSwitch, the textbook full mesh).
+      ``"single"``: a rank sends one message and receives one at a time, so its messages of a
+      step queue behind each other (the model of Thakur, Rabenseifner and Gropp 2005).
+    * ``channels`` -- how many rings or trees NCCL runs at once here (schedules take it as
+      their default), never more than one per ``channel_bytes`` of the message.
+    * ``issue_s`` -- host time to issue one collective: back-to-back collectives, as
+      nccl-tests times them, complete at most one per ``issue_s``.
+    * ``protocols`` -- NCCL's protocols (:class:`Protocol`) this machine is described with;
+      :meth:`with_protocol` gives the same machine as one protocol sees it.
+    * ``latency_model`` -- ``"step"`` (the alpha-beta textbook: every step pays the latency of
+      its slowest message, so the closed forms of :mod:`labcore.sim.cost` hold) or ``"path"``
+      (NCCL's pipelined kernels: a step costs its bandwidth and the protocol's per-step
+      overhead ``step_s``, and latency is paid along each chunk's path from hop to hop, so a
+      ring across nodes pays a network hop only where its chunks cross nodes).
+    """
 
     name: str
     ranks: int
@@ -44,6 +112,15 @@ class Topology:
     gamma: np.ndarray          # (ranks + switch_agents,) seconds per byte reduced
     node_of: np.ndarray        # (ranks,) machine index
     notes: dict
+    ports: str = "multi"
+    channels: int = 1
+    channel_bytes: float = 32 << 10
+    issue_s: float = 0.0
+    protocols: dict = {}
+    protocol: str | None = None
+    link_kind: np.ndarray | None = None
+    latency_model: str = "step"
+    step_s: float = 0.0
 
     @property
     def n_links(self) -> int:
@@ -55,8 +132,12 @@ class Topology:
     def link_label(self, link: int) -> str:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def cuts(self) -> list[Cut]:  # pragma: no cover - interface
+        """Sets of ranks with the bandwidth out of and into each (for lower bounds)."""
+        raise NotImplementedError
+
     def port_bandwidth(self) -> float:
-        """The smallest bandwidth out of any rank (the bound used for busbw)."""
+        """The smallest bandwidth of the first link from a rank toward its ring neighbour."""
         out = self.routes(np.arange(self.ranks), (np.arange(self.ranks) + 1) % self.ranks)[:, 0]
         return float(self.bandwidth[out].min()) if self.ranks > 1 else float(self.bandwidth.max())
 
@@ -67,6 +148,27 @@ class Topology:
         r = np.arange(self.ranks)
         links = self.routes(r, (r + 1) % self.ranks)
         return float(np.where(links >= 0, self.latency[np.maximum(links, 0)], 0.0).sum(axis=1).min())
+
+    def channel_count(self, nbytes: float) -> int:
+        """Channels NCCL would use for ``nbytes``: ``channels``, but at least ``channel_bytes`` each."""
+        return int(max(1, min(self.channels, nbytes // self.channel_bytes)))
+
+    def ring_orders(self, channels: int) -> np.ndarray:
+        """(channels, ranks) the ring of every channel; here every channel uses 0, 1, ..., ranks-1."""
+        return np.tile(np.arange(self.ranks), (channels, 1))
+
+    def with_protocol(self, name: str) -> "Topology":
+        """This machine as protocol ``name`` sees it: its start-up, hop latencies and bandwidths."""
+        if name not in self.protocols:
+            have = ", ".join(self.protocols) or "none"
+            raise ValueError(f"topology {self.name!r} describes no protocol {name!r} (it has: {have})")
+        proto = self.protocols[name]
+        kinds = self.link_kind
+        other = copy.copy(self)
+        other.latency = np.array([proto.hop_s.get(k, 0.0) / 2 for k in kinds.tolist()]) if kinds.size else self.latency
+        other.bandwidth = self.bandwidth * np.array([proto.efficiency.get(k, 1.0) for k in kinds.tolist()])
+        other.launch_s, other.protocol, other.step_s = proto.launch_s, name, proto.step_s
+        return other
 
     @property
     def nodes(self) -> int:
@@ -90,6 +192,10 @@ class Uniform(Topology):
         Seconds per byte to reduce (ranks and switch alike).
     gpus_per_node : int or None
         Group ranks into nodes for the hierarchical algorithm (links stay uniform).
+    ports : "multi" or "single"
+        Port model (see :class:`Topology`): with "multi" a rank drives all its links at once
+        (a parent feeds both children of a tree together); with "single" it has one port, as in
+        the cost model of Thakur, Rabenseifner and Gropp, and its messages of a step queue.
 
     Example
     -------
@@ -98,12 +204,15 @@ class Uniform(Topology):
     """
 
     def __init__(self, ranks: int, alpha: float = 1e-6, bandwidth: float = 10e9, gamma: float = 0.0,
-                 gpus_per_node: int | None = None, launch_s: float = 0.0, name: str = "uniform"):
+                 gpus_per_node: int | None = None, launch_s: float = 0.0, name: str = "uniform",
+                 ports: str = "multi"):
         if ranks < 1:
             raise ValueError(f"ranks must be at least 1, got {ranks}")
-        if bandwidth <= 0 or alpha < 0 or gamma < 0:
-            raise ValueError("bandwidth must be positive; alpha and gamma must not be negative")
-        self.name, self.ranks, self.switch_agents = name, ranks, 1
+        if not (bandwidth > 0 and alpha >= 0 and gamma >= 0) or not np.isfinite([alpha, bandwidth, gamma]).all():
+            raise ValueError("bandwidth must be positive and finite; alpha and gamma finite and not negative")
+        if ports not in PORT_MODELS:
+            raise ValueError(f"ports must be one of {', '.join(PORT_MODELS)}, got {ports!r}")
+        self.name, self.ranks, self.switch_agents, self.ports = name, ranks, 1, ports
         self.alpha, self.beta = float(alpha), 1.0 / float(bandwidth)
         n = ranks * ranks + 2 * ranks
         # broadcast views: a 1024-rank mesh has a million links but needs no memory for them
@@ -115,7 +224,7 @@ class Uniform(Topology):
         if ranks % g:
             raise ValueError(f"gpus_per_node={g} must divide ranks={ranks}")
         self.node_of = np.arange(ranks) // g
-        self.notes = {"alpha": alpha, "bandwidth": bandwidth, "gamma": gamma}
+        self.notes = {"alpha": alpha, "bandwidth": bandwidth, "gamma": gamma, "ports": ports}
 
     def routes(self, src, dst) -> np.ndarray:
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
@@ -132,6 +241,17 @@ class Uniform(Topology):
         if link < P * P + P:
             return f"rank {link - P * P} -> switch"
         return f"switch -> rank {link - P * P - P}"
+
+    def cuts(self) -> list[Cut]:
+        bw, P = 1.0 / self.beta, self.ranks
+        # a rank's ports: one (single), or one link to every other rank and one to the switch (multi)
+        one = bw if self.ports == "single" else P * bw
+        cuts = [Cut(1, one, one, "one rank")]
+        g = int(np.bincount(self.node_of).max())
+        if 1 < g < P:
+            node = g * bw if self.ports == "single" else g * (P - g + 1) * bw
+            cuts.append(Cut(g, node, node, "one node"))
+        return cuts
 
 
 @dataclass
@@ -161,6 +281,7 @@ class Graph(Topology):
     launch_s : fixed start-up time of every collective.
     notes : where each number comes from.
     no_transit : nodes that routes may end at but not pass through (e.g. a switch's reduction engine).
+    ports : port model, "multi" (default: the links are the ports) or "single" (see :class:`Topology`).
 
     Example
     -------
@@ -180,8 +301,11 @@ class Graph(Topology):
     launch_s: float = 0.0
     notes: dict = field(default_factory=dict)
     no_transit: Sequence[int] = ()
+    ports: str = "multi"
 
     def __post_init__(self) -> None:
+        if self.ports not in PORT_MODELS:
+            raise ValueError(f"ports must be one of {', '.join(PORT_MODELS)}, got {self.ports!r}")
         self.switch_agents = len(self.reducing)
         self.bandwidth = np.array([l.bandwidth for l in self.links], dtype=np.float64)
         self.latency = np.array([l.latency for l in self.links], dtype=np.float64)
@@ -242,3 +366,161 @@ class Graph(Topology):
     def link_label(self, link: int) -> str:
         l = self.links[link]
         return f"{self.node_names[l.src]} -> {self.node_names[l.dst]}" + (f" ({l.kind})" if l.kind else "")
+
+    def cuts(self) -> list[Cut]:
+        out_bw = np.zeros(len(self.node_names))
+        in_bw = np.zeros(len(self.node_names))
+        for l in self.links:
+            out_bw[l.src] += l.bandwidth
+            in_bw[l.dst] += l.bandwidth
+        r = slice(0, self.ranks)
+        if self.ports == "single":      # one port: the fastest of its links at a time
+            out_bw[r] = [max([l.bandwidth for l in self.links if l.src == k] or [0.0]) for k in range(self.ranks)]
+            in_bw[r] = [max([l.bandwidth for l in self.links if l.dst == k] or [0.0]) for k in range(self.ranks)]
+        cuts = [Cut(1, float(out_bw[r].min()), float(in_bw[r].min()), "one rank")]
+        if self.nodes > 1:
+            cuts += self._node_cuts()
+        return cuts
+
+    def _node_cuts(self) -> list[Cut]:
+        """One cut per machine: its ranks plus the devices only its ranks are wired to."""
+        owner = list(self.node_of.tolist()) + [-1] * (len(self.node_names) - self.ranks)
+        for dev in range(self.ranks, len(self.node_names)):
+            near = {owner[l.dst] for l in self.links if l.src == dev and l.dst < self.ranks}
+            near |= {owner[l.src] for l in self.links if l.dst == dev and l.src < self.ranks}
+            owner[dev] = near.pop() if len(near) == 1 else -1
+        cuts = []
+        for k in range(self.nodes):
+            out = sum(l.bandwidth for l in self.links if owner[l.src] == k and owner[l.dst] != k)
+            inn = sum(l.bandwidth for l in self.links if owner[l.dst] == k and owner[l.src] != k)
+            cuts.append(Cut(int((self.node_of == k).sum()), out, inn, f"node {k}"))
+        return cuts
+
+
+class Cluster(Topology):
+    """GPU servers: NVSwitch inside every node, one NIC per GPU into a non-blocking fabric.
+
+    Every GPU has one NVLink port into its node's NVSwitch (``nvlink_bandwidth`` each way) and,
+    when ``nic_bandwidth`` is given, its own NIC into one fabric switch shared by all nodes (the
+    DGX H100 layout: eight GPUs and eight NICs per node). A single node can carry an NVLink SHARP
+    reduction engine (``nvls_bandwidth``: what the engine takes from each GPU's port); the fabric
+    can reduce in the network (``sharp``, InfiniBand SHARP). Routes are computed, not searched,
+    so a thousand GPUs cost nothing to set up. Latency follows the "path" model (see
+    :class:`Topology`), as NCCL's pipelined kernels pay it.
+
+    Routes: GPU to GPU in a node: port out, port in (two NVLink hops of half the hop latency);
+    across nodes: NIC out, NIC in; GPU to engine: port out, the engine's lane for that GPU;
+    GPU to the fabric switch: NIC out.
+
+    Channels follow the NICs: channel ``c``'s ring visits the GPUs of every node starting at local
+    GPU ``c`` (mod the node size), so each channel enters and leaves a node through its own pair of
+    NICs and ``gpus_per_node`` channels keep every NIC busy, as NCCL's rings do (NCCL aligns them to
+    the fabric's rails and, with PXN, moves data to the rail's GPU over NVLink first; in a
+    non-blocking fabric that costs what this costs).
+
+    Parameters
+    ----------
+    nodes, gpus_per_node : int
+    nvlink_bandwidth, nvlink_latency : per port and direction (B/s); per GPU-to-GPU route (s).
+    nic_bandwidth, net_latency : per NIC and direction; per route across nodes. Needed for nodes > 1.
+    nvls_bandwidth : the NVLS engine's intake per GPU (single node only), or None.
+    sharp : the fabric switch reduces (an agent after the ranks).
+    launch_s, issue_s, channels, channel_bytes, protocols : see :class:`Topology`.
+    gamma : seconds per byte reduced (ranks and switches).
+
+    Example
+    -------
+    >>> c = Cluster(2, 4, nvlink_bandwidth=1e11, nvlink_latency=1e-6, nic_bandwidth=1e10, net_latency=4e-6)
+    >>> c.routes([0, 0], [1, 4]).tolist()          # NVLink in the node, NICs across
+    [[0, 9], [16, 28]]
+    >>> c.ring_orders(2).tolist()
+    [[0, 1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 0, 5, 6, 7, 4]]
+    """
+
+    def __init__(self, nodes: int, gpus_per_node: int, nvlink_bandwidth: float, nvlink_latency: float,
+                 nic_bandwidth: float | None = None, net_latency: float = 0.0, nvls_bandwidth: float | None = None,
+                 sharp: bool = False, launch_s: float = 0.0, issue_s: float = 0.0, channels: int = 1,
+                 channel_bytes: float = 32 << 10, protocols: dict | None = None, gamma: float = 0.0,
+                 name: str = "cluster", notes: dict | None = None):
+        if nodes < 1 or gpus_per_node < 1:
+            raise ValueError(f"nodes and gpus_per_node must be at least 1, got {nodes} and {gpus_per_node}")
+        if nodes > 1 and not nic_bandwidth:
+            raise ValueError("several nodes need NICs: give nic_bandwidth")
+        if nvls_bandwidth and nodes > 1:
+            raise ValueError("the NVLS engine is modelled on a single node only (across nodes NCCL uses NVLSTree)")
+        if sharp and not nic_bandwidth:
+            raise ValueError("in-network reduction (sharp) needs NICs: give nic_bandwidth")
+        P = nodes * gpus_per_node
+        self.name, self.ranks, self.g = name, P, gpus_per_node
+        self.has_nic, self.has_engine, self.sharp = bool(nic_bandwidth), bool(nvls_bandwidth), bool(sharp)
+        self.switch_agents = int(self.has_engine) + int(self.sharp)
+        blocks = [("port_out", "nvlink", nvlink_bandwidth, nvlink_latency / 2),
+                  ("port_in", "nvlink", nvlink_bandwidth, nvlink_latency / 2)]
+        if self.has_nic:
+            blocks += [("nic_out", "net", nic_bandwidth, net_latency / 2), ("nic_in", "net", nic_bandwidth, net_latency / 2)]
+        if self.has_engine:
+            blocks += [("eng_in", "nvls", nvls_bandwidth, 0.0), ("eng_out", "nvls", nvls_bandwidth, 0.0)]
+        # link id = block index x ranks + rank
+        self._block = {b[0]: i for i, b in enumerate(blocks)}
+        kinds, bws, lats = ([b[k] for b in blocks] for k in (1, 2, 3))
+        self.link_kind = np.repeat(np.array(kinds), P)
+        self.bandwidth = np.repeat(np.array(bws, dtype=np.float64), P)
+        self.latency = np.repeat(np.array(lats, dtype=np.float64), P)
+        self.gamma = np.full(P + self.switch_agents, float(gamma))
+        self.node_of = np.arange(P) // gpus_per_node
+        self.launch_s, self.issue_s = float(launch_s), float(issue_s)
+        self.channels, self.channel_bytes = int(channels), float(channel_bytes)
+        self.protocols = dict(protocols or {})
+        self.latency_model = "path"
+        self.notes = dict(notes or {})
+
+    def _link(self, block: str, rank):
+        return self._block[block] * self.ranks + rank
+
+    def routes(self, src, dst) -> np.ndarray:
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        P = self.ranks
+        s, d = np.minimum(src, P - 1), np.minimum(dst, P - 1)
+        out = np.empty((src.size, 2), dtype=np.int64)
+        if self.has_nic:        # in the node: port out, port in; across nodes: NIC out, NIC in
+            far = (self.node_of[s] != self.node_of[d]) * (2 * P)
+            np.add(src, far, out=out[:, 0])
+            np.add(dst, far + P, out=out[:, 1])
+        else:
+            out[:, 0], out[:, 1] = src, dst + P
+        if self.switch_agents:
+            if self.has_engine:
+                up, down = dst == P, src == P
+                out[up] = np.stack([self._link("port_out", src[up]), self._link("eng_in", src[up])], axis=1)
+                out[down] = np.stack([self._link("eng_out", dst[down]), self._link("port_in", dst[down])], axis=1)
+            if self.sharp:
+                fabric = P + int(self.has_engine)
+                up, down = dst == fabric, src == fabric
+                out[up] = np.stack([self._link("nic_out", src[up]), np.full(int(up.sum()), -1)], axis=1)
+                out[down] = np.stack([self._link("nic_in", dst[down]), np.full(int(down.sum()), -1)], axis=1)
+        return out
+
+    def link_label(self, link: int) -> str:
+        index, r = divmod(int(link), self.ranks)
+        block = ("port_out", "port_in", "nic_out", "nic_in", "eng_in", "eng_out").index(list(self._block)[index])
+        gpu = f"node {r // self.g} gpu {r % self.g}" if self.nodes > 1 else f"gpu {r}"
+        switch = f"node {r // self.g} nvswitch" if self.nodes > 1 else "nvswitch"
+        return {0: f"{gpu} -> {switch} (nvlink)", 1: f"{switch} -> {gpu} (nvlink)",
+                2: f"{gpu} -> fabric (nic)", 3: f"fabric -> {gpu} (nic)",
+                4: f"nvswitch -> reduction engine, lane of {gpu} (nvls)",
+                5: f"reduction engine -> nvswitch, lane of {gpu} (nvls)"}[block]
+
+    def cuts(self) -> list[Cut]:
+        nic = float(self.bandwidth[self._link("nic_out", 0)]) if self.has_nic else 0.0
+        port = float(self.bandwidth[0]) + nic
+        cuts = [Cut(1, port, port, "one GPU (NVLink port and NIC)")]
+        if self.nodes > 1:
+            cuts.append(Cut(self.g, self.g * nic, self.g * nic, "one node (its NICs)"))
+        return cuts
+
+    def ring_orders(self, channels: int) -> np.ndarray:
+        g, P = self.g, self.ranks
+        c = np.arange(channels)[:, None, None]
+        nodes = np.arange(P // g)[None, :, None] * g
+        local = (c + np.arange(g)[None, None, :]) % g
+        return (nodes + local).reshape(channels, P)

@@ -19,14 +19,16 @@ Agents, chunks, contributions
 Schedule (what moves)
 ---------------------
 A schedule is a list of steps; each step is a set of transfers that run at the
-same time. One transfer moves one chunk: ``Transfer(src, dst, chunk, nbytes,
-op)`` with ``op`` either ``"reduce"`` (the destination combines what it
-receives with what it holds) or ``"copy"`` (the destination replaces its
-chunk). Reads happen at the start of a step, writes at its end, so two ranks
-can swap chunks in one step. For speed a Schedule stores its transfers as
-columns (``step, src, dst, chunk, size, reduce, channel``, one entry per transfer,
-sorted by step); ``schedule.steps()`` gives the readable list of Transfer
-objects and ``print(schedule)`` a table. A schedule also carries ``phases``
+same time. One transfer moves one chunk, or ``span`` consecutive chunks:
+``Transfer(src, dst, chunk, nbytes, op, channel, span)`` with ``op`` either
+``"reduce"`` (the destination combines what it receives with what it holds)
+or ``"copy"`` (the destination replaces its chunk). Reads happen at the start
+of a step, writes at its end, so two ranks can swap chunks in one step.
+``channel`` is the independent stream the transfer belongs to (one of NCCL's
+channels: rings or trees that run at the same time). For speed a Schedule
+stores its transfers as columns (``step, src, dst, chunk, size, reduce,
+channel, span``, one entry per transfer, sorted by step); ``schedule.steps()``
+gives the readable list of Transfer objects and ``print(schedule)`` a table. A schedule also carries ``phases``
 (a name per step, e.g. "reduce-scatter"), ``params`` (the builder's options,
 e.g. ``pipeline``) and ``layout``, a :class:`Layout` telling a drawing where
 to put the ranks.
@@ -45,11 +47,17 @@ destination and takes
 With ``contention=False`` a link's bytes are only the message's own, which is
 the alpha-beta(-gamma) model of the closed forms in :mod:`labcore.sim.cost`;
 with ``contention=True`` every message on a link waits for the whole step's
-load on that link, so messages sharing a link share its bandwidth.
+load on that link, so messages sharing a link share its bandwidth. On a
+topology with single ports (``topology.ports == "single"``) a rank's messages
+of one step go one after another, out and in: the step lasts at least the sum
+of the busiest rank's message times. Back-to-back collectives finish at most
+one per ``topology.issue_s`` (the host's time to issue one), so the total is
+never below it.
 
 Trace (what happened)
 ---------------------
-``Trace`` holds the schedule, the topology, per-transfer ``start``/``end``
+``Trace`` holds the schedule, the topology (as the protocol it ran with sees
+it; ``trace.protocol`` names the protocol), per-transfer ``start``/``end``
 times (seconds, aligned with the schedule's columns) and ``links`` (an
 ``(n_transfers, hops)`` array of link ids, ``-1`` padded; see
 ``topology.link_label(id)``), per-step ``step_start``/``step_end``, the total
@@ -74,6 +82,7 @@ Example
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -105,11 +114,13 @@ class Transfer:
     channel : int
         Independent stream (NCCL channel, or one of two trees); transfers of different
         channels between the same pair travel as separate messages.
+    span : int
+        How many consecutive chunks, from ``chunk`` on, the transfer moves.
 
     Example
     -------
     >>> Transfer(0, 1, chunk=2, op="reduce")
-    Transfer(src=0, dst=1, chunk=2, nbytes=None, op='reduce', channel=0)
+    Transfer(src=0, dst=1, chunk=2, nbytes=None, op='reduce', channel=0, span=1)
     """
 
     src: int
@@ -118,6 +129,7 @@ class Transfer:
     nbytes: float | None = None
     op: str = "copy"
     channel: int = 0
+    span: int = 1
 
 
 @dataclass(frozen=True)
@@ -144,8 +156,11 @@ class Schedule:
 
     Build one with :meth:`from_steps` (readable) or from arrays (fast). Columns:
     ``step, src, dst, chunk`` (int64), ``size`` (bytes, float64), ``reduce`` (bool),
-    ``channel`` (int64, default all 0). ``phases`` names each step's phase;
-    ``params`` records the builder's options (e.g. ``pipeline``).
+    ``channel`` (int64, default all 0), ``span`` (int64 chunks moved, default all 1).
+    ``phases`` names each step's phase; ``params`` records the builder's options
+    (e.g. ``pipeline``, ``channels``). ``distinct`` is the builder's promise that no two
+    transfers share step, source, destination and channel (each is a message of its own),
+    which spares the engine a sort.
 
     Example
     -------
@@ -175,6 +190,8 @@ class Schedule:
     phases: tuple[str, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
     channel: np.ndarray | None = None
+    span: np.ndarray | None = None
+    distinct: bool = False
 
     def __post_init__(self) -> None:
         collectives.check(self.collective, self.ranks, self.chunks, self.root)
@@ -185,12 +202,15 @@ class Schedule:
         n = self.step.size
         self.channel = (np.zeros(n, dtype=np.int64) if self.channel is None
                         else np.asarray(self.channel, dtype=np.int64).ravel())
-        if not all(a.size == n for a in (self.src, self.dst, self.chunk, self.size, self.reduce, self.channel)):
-            raise ScheduleError("schedule columns step, src, dst, chunk, size, reduce, channel must have the same "
-                                "length")
+        self.span = (np.ones(n, dtype=np.int64) if self.span is None
+                     else np.asarray(self.span, dtype=np.int64).ravel())
+        if not all(a.size == n for a in (self.src, self.dst, self.chunk, self.size, self.reduce, self.channel,
+                                         self.span)):
+            raise ScheduleError("schedule columns step, src, dst, chunk, size, reduce, channel, span must have the "
+                                "same length")
         if n and np.any(np.diff(self.step) < 0):
             order = np.argsort(self.step, kind="stable")
-            for k in ("step", "src", "dst", "chunk", "size", "reduce", "channel"):
+            for k in _COLUMNS:
                 setattr(self, k, getattr(self, k)[order])
         agents = self.ranks + self.switches
         for name in ("src", "dst"):
@@ -200,11 +220,13 @@ class Schedule:
                 i = bad[0]
                 raise ScheduleError(f"step {self.step[i]}: {name} {col[i]} is not an agent "
                                     f"(ranks are 0..{self.ranks - 1}, switches {self.ranks}..{agents - 1})")
-        bad = np.flatnonzero((self.chunk < 0) | (self.chunk >= self.chunks) | (self.src == self.dst))
+        bad = np.flatnonzero((self.chunk < 0) | (self.span < 1) | (self.chunk + self.span > self.chunks)
+                             | (self.src == self.dst))
         if bad.size:
             i = bad[0]
             raise ScheduleError(f"step {self.step[i]}: transfer {self.src[i]}->{self.dst[i]} chunk {self.chunk[i]} "
-                                f"is invalid (chunks are 0..{self.chunks - 1}; a rank cannot send to itself)")
+                                f"(span {self.span[i]}) is invalid (chunks are 0..{self.chunks - 1}; a rank cannot "
+                                "send to itself)")
         if n and (self.step[0] < 0 or self.step[-1] >= self.n_steps):
             raise ScheduleError(f"steps must lie in 0..{self.n_steps - 1}")
 
@@ -227,12 +249,13 @@ class Schedule:
                 t = t if isinstance(t, Transfer) else Transfer(*t)
                 if t.op not in OPS:
                     raise ScheduleError(f"step {s}: op {t.op!r} must be 'copy' or 'reduce'")
-                rows.append((s, t.src, t.dst, t.chunk, cb if t.nbytes is None else t.nbytes, t.op == "reduce",
-                             t.channel))
-        cols = list(zip(*rows)) if rows else [[]] * 7
+                rows.append((s, t.src, t.dst, t.chunk, cb * t.span if t.nbytes is None else t.nbytes,
+                             t.op == "reduce", t.channel, t.span))
+        cols = list(zip(*rows)) if rows else [[]] * 8
         return cls(collective, algorithm, ranks, nbytes, chunks, *(np.array(c) for c in cols[:5]),
                    np.array(cols[5], dtype=bool), n_steps=len(steps), root=root, switches=switches,
-                   layout=layout or Layout(switches=switches), channel=np.array(cols[6], dtype=np.int64))
+                   layout=layout or Layout(switches=switches), channel=np.array(cols[6], dtype=np.int64),
+                   span=np.array(cols[7], dtype=np.int64))
 
     # -- reading ------------------------------------------------------------
     @property
@@ -247,6 +270,25 @@ class Schedule:
     def chunk_bytes(self) -> float:
         return collectives.chunk_bytes(self.collective, self.ranks, self.nbytes, self.chunks)
 
+    @property
+    def n_channels(self) -> int:
+        return int(self.channel.max()) + 1 if self.channel.size else 1
+
+    def per_chunk(self) -> tuple["Schedule", np.ndarray]:
+        """This schedule with every multi-chunk transfer split into one transfer per chunk, and
+        for each new transfer the index of the one it came from (for drawing)."""
+        if np.all(self.span == 1):
+            return self, np.arange(self.n_transfers)
+        origin = np.repeat(np.arange(self.n_transfers), self.span)
+        offset = np.arange(origin.size) - np.repeat(np.cumsum(self.span) - self.span, self.span)
+        cols = {k: getattr(self, k)[origin] for k in _COLUMNS}
+        cols["chunk"] = cols["chunk"] + offset
+        cols["size"] = cols["size"] / self.span[origin]
+        cols["span"] = np.ones(origin.size, dtype=np.int64)
+        return Schedule(self.collective, self.algorithm, self.ranks, self.nbytes, self.chunks, n_steps=self.n_steps,
+                        root=self.root, switches=self.switches, layout=self.layout, phases=self.phases,
+                        params=self.params, **cols), origin
+
     def step_slices(self) -> list[slice]:
         """``slices[s]`` selects step ``s``'s transfers in the columns."""
         bounds = np.searchsorted(self.step, np.arange(self.n_steps + 1))
@@ -255,10 +297,10 @@ class Schedule:
     def steps(self) -> list[list[Transfer]]:
         """The schedule as a list of steps of :class:`Transfer` (readable, slow for big ones)."""
         out: list[list[Transfer]] = [[] for _ in range(self.n_steps)]
-        for s, a, b, c, n, r, h in zip(self.step.tolist(), self.src.tolist(), self.dst.tolist(),
-                                       self.chunk.tolist(), self.size.tolist(), self.reduce.tolist(),
-                                       self.channel.tolist()):
-            out[s].append(Transfer(a, b, c, n, "reduce" if r else "copy", h))
+        for s, a, b, c, n, r, h, w in zip(self.step.tolist(), self.src.tolist(), self.dst.tolist(),
+                                          self.chunk.tolist(), self.size.tolist(), self.reduce.tolist(),
+                                          self.channel.tolist(), self.span.tolist()):
+            out[s].append(Transfer(a, b, c, n, "reduce" if r else "copy", h, w))
         return out
 
     def to_frame(self):
@@ -267,7 +309,7 @@ class Schedule:
 
         return pd.DataFrame({"step": self.step, "src": self.src, "dst": self.dst, "chunk": self.chunk,
                              "nbytes": self.size, "op": np.where(self.reduce, "reduce", "copy"),
-                             "channel": self.channel})
+                             "channel": self.channel, "span": self.span})
 
     def __str__(self) -> str:
         head = (f"{self.collective} {self.algorithm!r}: {self.ranks} ranks, {self.chunks} chunks of "
@@ -276,13 +318,17 @@ class Schedule:
         for s, sl in enumerate(self.step_slices()[:64]):
             label = f" [{self.phases[s]}]" if s < len(self.phases) and self.phases[s] else ""
             cols = zip(self.src[sl][:32].tolist(), self.dst[sl][:32].tolist(), self.chunk[sl][:32].tolist(),
-                       self.reduce[sl][:32].tolist(), self.size[sl][:32].tolist())
-            body = ", ".join(f"{a}->{b} c{c} {'reduce' if r else 'copy'} {_fmt_bytes(n)}" for a, b, c, r, n in cols)
+                       self.reduce[sl][:32].tolist(), self.size[sl][:32].tolist(), self.span[sl][:32].tolist())
+            body = ", ".join(f"{a}->{b} c{c}{f'-{c + w - 1}' if w > 1 else ''} {'reduce' if r else 'copy'} "
+                             f"{_fmt_bytes(n)}" for a, b, c, r, n, w in cols)
             more = sl.stop - sl.start - 32
             lines.append(f"step {s}{label}: {body}" + (f", ... {more} more" if more > 0 else ""))
         if self.n_steps > 64:
             lines.append(f"... {self.n_steps - 64} more steps")
         return "\n".join(lines)
+
+
+_COLUMNS = ("step", "src", "dst", "chunk", "size", "reduce", "channel", "span")
 
 
 def _fmt_bytes(n: float) -> str:
@@ -307,6 +353,7 @@ class Trace:
     inputs : (ranks, chunks, elements) every rank's input values, or None.
     contention : whether links were shared.
     problems : what went wrong while moving values, as (step, agent, chunk, text).
+    protocol : the NCCL protocol the topology was seen through (None without protocols).
     """
 
     schedule: Schedule
@@ -321,6 +368,7 @@ class Trace:
     contention: bool
     inputs: np.ndarray | None = None
     problems: list[tuple[int, int, int, str]] = field(default_factory=list)
+    protocol: str | None = None
     _holds: np.ndarray | None = None      # (n_steps+1, agents, chunks, ceil(ranks/8)) packed bits
     _values: np.ndarray | None = None     # (n_steps+1, agents, chunks, elements)
     _written: np.ndarray | None = None    # (agents, chunks) last step that wrote each cell, -1 never
@@ -362,21 +410,39 @@ class Trace:
         """nccl-tests bus bandwidth, GB/s (algbw x the collective's factor)."""
         return self.algbw * collectives.busbw_factor(self.schedule.collective, self.schedule.ranks)
 
-    def lower_bound_s(self) -> float:
-        """Least time any algorithm needs for this collective when each rank sends and receives
-        at its port bandwidth at once (in-network algorithms: with a reducing switch), plus
-        the topology's launch latency; see :func:`labcore.sim.cost.lower_bound`."""
+    def lower_bound_s(self, in_network: bool | None = None) -> float:
+        """Least time any algorithm needs for this collective on this topology: the bytes that must
+        leave and enter each of the topology's cuts (one rank, one node) over the cut's bandwidth,
+        or the latency floor if that is larger, plus the launch latency, and never below the host's
+        issue time; see :func:`labcore.sim.cost.lower_bound`.
+
+        ``in_network``: count in-network reduction (by default when the topology has a reducing
+        switch); False gives the bound for algorithms that reduce at the ranks only.
+        """
         from labcore.sim.cost import lower_bound
 
         s, topo = self.schedule, self.topology
-        return topo.launch_s + lower_bound(s.collective, s.ranks, s.nbytes, beta=1.0 / topo.port_bandwidth(),
-                                           alpha=topo.hop_latency(), in_network=s.switches > 0)
+        reducing = topo.switch_agents > 0 if in_network is None else in_network
+        bound = lower_bound(s.collective, s.ranks, s.nbytes, cuts=topo.cuts(), alpha=topo.hop_latency(),
+                            in_network=reducing)
+        return max(topo.issue_s, topo.launch_s + bound)
+
+    def per_chunk(self) -> "Trace":
+        """This trace with multi-chunk transfers split into one per chunk (same times and routes)."""
+        schedule, origin = self.schedule.per_chunk()
+        if schedule is self.schedule:
+            return self
+        other = copy.copy(self)
+        other.schedule, other.start, other.end, other.links = (schedule, self.start[origin], self.end[origin],
+                                                               self.links[origin])
+        return other
 
     def summary(self) -> dict[str, Any]:
         """Headline numbers of the run as a dict (time in us, bandwidths in GB/s)."""
         s = self.schedule
         return {"collective": s.collective, "algorithm": s.algorithm, "ranks": s.ranks, "nbytes": s.nbytes,
-                "topology": getattr(self.topology, "name", "?"), "steps": s.n_steps,
+                "topology": getattr(self.topology, "name", "?"), "protocol": self.protocol,
+                "channels": s.n_channels, "steps": s.n_steps,
                 "transfers": s.n_transfers, "time_us": self.time_s * 1e6, "algbw": self.algbw,
                 "busbw": self.busbw, "bound_us": self.lower_bound_s() * 1e6}
 

@@ -6,6 +6,9 @@ of cells, one per chunk, shaded by how many of the contributions it needs the
 cell already holds (grey: none, blue: partial, green: complete); cells written
 in the step are outlined in the colour of the chunk that arrived. A caption
 names the step, its phase and its transfers, with the simulated time so far.
+When the schedule runs several channels (NCCL's parallel rings or trees, or
+the two trees of a double tree) arrows and outlines take the colour of their
+channel instead, with a legend naming them.
 
 The figure has one animation frame per schedule step. Frames are built as
 plain dicts and carry only what changes (arrows, cells, caption); the ranks,
@@ -19,7 +22,9 @@ Example
 >>> len(fig.frames) == trace.schedule.n_steps
 True
 >>> captions(trace)[0]
-'step 1 of 6, reduce-scatter: 4 transfers at once: rank 0 sends chunk 3 to rank 1 (reduce), rank 1 sends chunk 0 to rank 2 (reduce), rank 2 sends chunk 1 to rank 3 (reduce), and 1 more'
+'step 0 of 0–5, reduce-scatter: 4 transfers at once, each a reduce: 0→1 chunk 3, 1→2 chunk 0, 2→3 chunk 1, 3→0 chunk 2'
+
+Steps count from 0, as in the schedule (``trace.schedule.step``) and the exercises.
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ import plotly.graph_objects as go
 
 from labcore.sim import collectives
 from labcore.viz.positions import Placement, place
-from labcore.viz.style import CHUNK_COLORS, format_bytes, template_dict
+from labcore.viz.style import CHUNK_COLORS, DESIGN_WIDTH, format_bytes, template_dict
 
 __all__ = ["chunk_flow", "captions", "fill_levels", "still"]
 
@@ -39,7 +44,7 @@ def _fill_colorscale(most_needed: int) -> list:
     return [[0.0, "#e8e8e8"], [1e-6, "#deebf7"], [full, "#2171b5"], [full, "#1a9850"], [1.0, "#1a9850"]]
 
 
-_SHOWN_TRANSFERS = 3  # transfers spelled out in a caption before "and N more"
+_SHOWN_TRANSFERS = 8  # transfers spelled out in a caption before "and N more"
 
 
 def _agent_name(a: int, ranks: int) -> str:
@@ -47,31 +52,54 @@ def _agent_name(a: int, ranks: int) -> str:
 
 
 def captions(trace) -> list[str]:
-    """One caption per step: "step 3 of 14, reduce-scatter: rank 2 sends chunk 1 to rank 3 (reduce)".
+    """One caption per step: "step 2 of 0–13, reduce-scatter: rank 2 sends chunk 1 to rank 3 (reduce)".
 
-    Steps with more than one transfer start with how many run at once and spell
-    out the first few.
+    Steps count from 0. A step with several transfers says how many run at once and
+    lists up to eight of them briefly, sender→receiver and chunk ("0→1 chunk 3"),
+    with the operation said once when every transfer shares it. With several
+    channels each transfer names its channel, and the channels take turns in
+    the list (the first transfer of each, then the second, ...).
     """
-    s = trace.schedule
+    s = trace.per_chunk().schedule
+    multi = s.n_channels > 1
     out = []
     for k, sl in enumerate(s.step_slices()):
         phase = s.phases[k] if k < len(s.phases) and s.phases[k] else ""
-        head = f"step {k + 1} of {s.n_steps}" + (f", {phase}" if phase else "")
-        src, dst, chunk, red = s.src[sl], s.dst[sl], s.chunk[sl], s.reduce[sl]
-        parts = [f"{_agent_name(int(a), s.ranks)} sends chunk {int(c)} to {_agent_name(int(b), s.ranks)} "
-                 f"({'reduce' if r else 'copy'})"
-                 for a, b, c, r in zip(src[:_SHOWN_TRANSFERS], dst[:_SHOWN_TRANSFERS],
-                                       chunk[:_SHOWN_TRANSFERS], red[:_SHOWN_TRANSFERS])]
+        head = _step_name(k, s.n_steps) + (f", {phase}" if phase else "")
+        src, dst, chunk, red, ch = s.src[sl], s.dst[sl], s.chunk[sl], s.reduce[sl], s.channel[sl]
+        if multi:       # the channels in turn: the first transfer of each, then the second...
+            seen = np.zeros(ch.size, dtype=np.int64)
+            for c in np.unique(ch):
+                seen[ch == c] = np.arange(int((ch == c).sum()))
+            turn = np.lexsort((ch, seen))
+            src, dst, chunk, red, ch = src[turn], dst[turn], chunk[turn], red[turn], ch[turn]
+        ops = ["reduce" if r else "copy" for r in red.tolist()]
+        on = [f", channel {h}" if multi else "" for h in ch.tolist()[:1]]
         n = src.size
         if n == 0:
             body = "nothing moves"
         elif n == 1:
-            body = parts[0]
+            body = (f"{_agent_name(int(src[0]), s.ranks)} sends chunk {int(chunk[0])} to "
+                    f"{_agent_name(int(dst[0]), s.ranks)} ({ops[0]}{on[0]})")
         else:
+            same = len(set(ops)) == 1
+            parts = [f"{_agent_label(int(a), s.ranks)}→{_agent_label(int(b), s.ranks)} chunk {int(c)}"
+                     + ("" if same else f" ({op})") + (f" on channel {h}" if multi else "")
+                     for a, b, c, op, h in zip(src.tolist(), dst.tolist(), chunk.tolist(), ops, ch.tolist())
+                     ][:_SHOWN_TRANSFERS]
             more = f", and {n - _SHOWN_TRANSFERS} more" if n > _SHOWN_TRANSFERS else ""
-            body = f"{n} transfers at once: " + ", ".join(parts) + more
+            body = f"{n} transfers at once" + (f", each a {ops[0]}" if same else "") + ": " + ", ".join(parts) + more
         out.append(f"{head}: {body}")
     return out
+
+
+def _agent_label(a: int, ranks: int) -> str:
+    """How the figure labels an agent's marker: the rank's number, or S0, S1... for switches."""
+    return str(a) if a < ranks else f"S{a - ranks}"
+
+
+def _step_name(k: int, n_steps: int) -> str:
+    return f"step {k} of 0–{n_steps - 1}" if n_steps > 1 else "step 0, the only one"
 
 
 def fill_levels(trace) -> tuple[np.ndarray, np.ndarray]:
@@ -147,7 +175,7 @@ def _cell_text(counts: np.ndarray, need: np.ndarray) -> list[str]:
     return [f"{c}/{n}" for c, n in zip(counts.ravel().tolist(), need.ravel().tolist())]
 
 
-def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: int = 1050,
+def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: int | None = None,
                height: int = 560) -> go.Figure:
     """Animate a simulated collective: one frame per step, with play/pause and a step slider.
 
@@ -160,17 +188,23 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
         Figure title; by default collective, algorithm, ranks and size.
     frame_ms
         How long each step stays on screen while playing.
-    width, height
-        Figure size in pixels.
+    width
+        Figure width in pixels for a static export; by default none, so the figure
+        takes the width of the notebook (markers and cells are sized for
+        ``labcore.viz.style.DESIGN_WIDTH``).
+    height
+        Figure height in pixels.
 
     Returns
     -------
     plotly.graph_objects.Figure
-        Frame ``k`` shows step ``k``: its transfers as arrows (hover for
-        bytes and times), every buffer after the step, the caption and the
-        simulated time so far. The figure as first shown is the state
-        before step 1.
+        Frame ``k`` shows step ``k`` (0-based, as in the schedule): its
+        transfers as arrows (hover for bytes and times), every buffer after
+        the step, the caption and the simulated time so far. The figure as
+        first shown is the state before step 0. Transfers of several chunks
+        are drawn chunk by chunk.
     """
+    trace = trace.per_chunk()
     s = trace.schedule
     A, C, P = s.agents, s.chunks, s.ranks
     p = place(s.layout, P, s.switches)
@@ -179,6 +213,7 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
     text_cells = A * C <= 144
     caps = captions(trace)
     total_us = trace.time_s * 1e6
+    px_wide = width or DESIGN_WIDTH             # what marker and cell sizes are chosen for
 
     # -- static picture: links, boxes, nodes ----------------------------------------
     data: list[dict] = []
@@ -192,12 +227,15 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
                      "line": {"color": "#c8c8c8", "width": 2, "dash": style}, "showlegend": False})
     corners = np.vstack([p.xy] + [[[b[0], b[1]], [b[2], b[3]]] for b in p.boxes])
     x0, x1 = corners[:, 0].min() - 0.35, corners[:, 0].max() + 0.35
-    y0, y1 = corners[:, 1].min() - 0.3, corners[:, 1].max() + 0.75
-    px_per_unit = 0.5 * width * 0.9 / max(x1 - x0, y1 - y0)
+    # captions wrap to the left panel's width and get room above the picture for their lines
+    wrap = max(40, int(0.5 * (px_wide - 80) / 6.5))
+    lines = max((_wrap(c, wrap).count("<br>") + 2 for c in caps), default=2)   # + the time line
+    y0, y1 = corners[:, 1].min() - 0.3, corners[:, 1].max() + max(0.75, 0.2 + 0.115 * lines)
+    px_per_unit = 0.5 * px_wide * 0.9 / max(x1 - x0, y1 - y0)
     node_px = float(np.clip(2 * p.radius * px_per_unit, 12, 44))
     names = [_agent_name(a, P) for a in range(A)]
     data.append({"type": "scatter", "x": p.xy[:, 0].tolist(), "y": p.xy[:, 1].tolist(),
-                 "mode": "markers+text", "text": [str(a) if a < P else f"S{a - P}" for a in range(A)],
+                 "mode": "markers+text", "text": [_agent_label(a, P) for a in range(A)],
                  "textfont": {"size": max(9, node_px * 0.45), "color": "white"}, "hovertext": names,
                  "hoverinfo": "text", "showlegend": False,
                  "marker": {"size": node_px, "color": ["#444"] * P + ["#8c564b"] * (A - P),
@@ -205,15 +243,18 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
     n_static = len(data)
 
     # -- changing traces: one arrow trace per chunk colour, the cells, the caption -----
-    groups = min(C, len(CHUNK_COLORS))
+    by_channel = s.n_channels > 1            # colour arrows by channel, else by chunk
+    colour_key = s.channel if by_channel else s.chunk
+    groups = min(s.n_channels if by_channel else C, len(CHUNK_COLORS))
     for g in range(groups):
-        data.append({"type": "scatter", "x": [], "y": [], "mode": "lines+markers", "showlegend": False,
+        data.append({"type": "scatter", "x": [], "y": [], "mode": "lines+markers", "showlegend": by_channel,
+                     "name": _channel_name(range(g, s.n_channels, groups)),
                      "line": {"color": CHUNK_COLORS[g], "width": 3}, "hoverinfo": "text",
                      "marker": {"symbol": "arrow", "angleref": "previous", "color": CHUNK_COLORS[g],
                                 "size": []}})
     cell_x = np.tile(np.arange(C), A)
     cell_y = np.repeat(np.arange(A), C)
-    grid_w, grid_h = 0.38 * (width - 80), height - 170  # the grid's plot area in pixels
+    grid_w, grid_h = 0.38 * (px_wide - 80), height - 170  # the grid's plot area in pixels
     cell_px = float(np.clip(0.85 * min(grid_w / C, grid_h / A), 3, 40))
     cells = {"type": "scatter", "x": cell_x, "y": cell_y, "xaxis": "x2", "yaxis": "y2",
              "mode": "markers+text" if text_cells else "markers", "showlegend": False,
@@ -234,7 +275,7 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
                  "marker": {"symbol": "square-open", "size": cell_px, "line": {"width": 3}, "color": []}})
     data.append({"type": "scatter", "x": [(x0 + x1) / 2], "y": [y1], "mode": "text", "showlegend": False,
                  "hoverinfo": "skip", "textposition": "bottom center", "cliponaxis": False,
-                 "text": [f"before step 1: the buffers as the collective starts<br>"
+                 "text": [f"before step 0: the buffers as the collective starts<br>"
                           f"simulated time 0 us of {total_us:.4g} us"], "textfont": {"size": 11}})
     changing = list(range(n_static, len(data)))
 
@@ -243,7 +284,7 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
     for k, sl in enumerate(s.step_slices()):
         src, dst, chunk = s.src[sl], s.dst[sl], s.chunk[sl]
         paths = _arrows(p, src, dst) if src.size else np.zeros((0, _ARROW_POINTS, 2))
-        group = chunk % groups
+        group = colour_key[sl] % groups
         arrow_traces = []
         per = _ARROW_POINTS + 1                 # the points of one arrow, then a NaN gap
         for g in range(groups):
@@ -258,6 +299,7 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
             hover = []
             for i in idx.tolist():
                 label = (f"{names[s.src[sl][i]]} → {names[s.dst[sl][i]]}: chunk {int(chunk[i])}, "
+                         + (f"channel {int(s.channel[sl][i])}, " if by_channel else "") +
                          f"{'reduce' if s.reduce[sl][i] else 'copy'}, {format_bytes(s.size[sl][i])}, "
                          f"{trace.start[sl][i] * 1e6:.3g}–{trace.end[sl][i] * 1e6:.3g} us")
                 hover += [""] * (_ARROW_POINTS - 1) + [label, ""]      # hover on the arrowhead
@@ -270,13 +312,19 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
         if text_cells:
             cell["text"] = _cell_text(counts[k + 1], need)
         outline = {"x": chunk.astype(float), "y": dst.astype(float),
-                   "marker": {"color": [CHUNK_COLORS[c % len(CHUNK_COLORS)] for c in chunk.tolist()]}}
-        caption = {"text": [f"{_wrap(caps[k])}<br>simulated time {trace.step_end[k] * 1e6:.4g} us "
+                   "marker": {"color": [CHUNK_COLORS[c % len(CHUNK_COLORS)] for c in colour_key[sl].tolist()]}}
+        caption = {"text": [f"{_wrap(caps[k], wrap)}<br>simulated time {trace.step_end[k] * 1e6:.4g} us "
                             f"of {total_us:.4g} us"]}
         frames.append({"name": str(k), "traces": changing, "data": arrow_traces + [cell, outline, caption]})
 
     layout = _layout(s, title, width, height, (x0, x1, y0, y1), A, C, P, p, frame_ms)
     return go.Figure({"data": data, "layout": layout, "frames": frames}, _validate=False)
+
+
+def _channel_name(channels) -> str:
+    """Legend label of one arrow colour: 'channel 3', or 'channels 0, 10' when colours repeat."""
+    channels = list(channels)
+    return f"channel {channels[0]}" if len(channels) == 1 else "channels " + ", ".join(map(str, channels))
 
 
 def _wrap(text: str, width: int = 80) -> str:
@@ -293,7 +341,7 @@ def _wrap(text: str, width: int = 80) -> str:
 
 def _layout(s, title, width, height, box, A, C, P, p: Placement, frame_ms: int) -> dict:
     x0, x1, y0, y1 = box
-    steps = [{"label": str(k + 1), "method": "animate",
+    steps = [{"label": str(k), "method": "animate",
               "args": [[str(k)], {"mode": "immediate", "frame": {"duration": 0, "redraw": False},
                                   "transition": {"duration": 0}}]} for k in range(s.n_steps)]
     play = {"label": "▶ play", "method": "animate",
@@ -309,8 +357,9 @@ def _layout(s, title, width, height, box, A, C, P, p: Placement, frame_ms: int) 
     notes = [{"x": b[0] + 0.02, "y": b[3] - 0.02, "xref": "x", "yref": "y", "text": b[4], "showarrow": False,
               "xanchor": "left", "yanchor": "top", "font": {"size": 10, "color": "#777"}} for b in p.boxes]
     return {
-        "template": template_dict(), "width": width, "height": height, "hovermode": "closest",
-        "title": {"text": title or (f"{s.collective} ({s.algorithm}) on {P} ranks, "
+        "template": template_dict(), "height": height, "hovermode": "closest",
+        **({"width": width} if width else {"autosize": True}),
+        "title": {"text": title or (f"{s.collective} ({s.algorithm}) on {P} rank{'' if P == 1 else 's'}, "
                                     f"{format_bytes(s.nbytes)}, {C} chunks")},
         "margin": {"l": 20, "r": 60, "t": 60, "b": 90},
         "xaxis": {"domain": [0, 0.5], "range": [x0, x1], "visible": False},
@@ -322,9 +371,12 @@ def _layout(s, title, width, height, box, A, C, P, p: Placement, frame_ms: int) 
                    "tickvals": list(range(0, A, tick)),
                    "ticktext": [_agent_name(a, P) for a in range(0, A, tick)]},
         "shapes": shapes, "annotations": notes,
+        "legend": {"x": 0.0, "y": 1.0, "xanchor": "left", "yanchor": "top", "font": {"size": 10},
+                   "bgcolor": "rgba(255,255,255,0.7)", "title": {"text": "arrows"}},
         "updatemenus": [{"type": "buttons", "direction": "left", "x": 0.0, "y": -0.02, "xanchor": "left",
                          "yanchor": "top", "pad": {"t": 30}, "showactive": False, "buttons": [play, pause]}],
-        "sliders": [{"active": 0, "x": 0.18, "len": 0.8, "y": -0.02, "yanchor": "top", "pad": {"t": 20},
+        # the slider starts a fixed distance right of the buttons, whatever the figure's width
+        "sliders": [{"active": 0, "x": 0.0, "len": 1.0, "y": -0.02, "yanchor": "top", "pad": {"t": 20, "l": 190},
                      "currentvalue": {"prefix": "step "}, "steps": steps}],
     }
 
@@ -339,7 +391,7 @@ def still(fig: go.Figure, step: int) -> go.Figure:
     -------
     >>> import labcore.sim as sim
     >>> fig = chunk_flow(sim.simulate("all_reduce", algorithm="ring", ranks=4, nbytes=1024))
-    >>> still(fig, 2).data[-1].text[0].startswith("step 3 of 6")
+    >>> still(fig, 2).data[-1].text[0].startswith("step 2 of 0–5")
     True
     """
     if not 0 <= step < len(fig.frames):

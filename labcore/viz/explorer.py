@@ -13,7 +13,7 @@ Example
 >>> ex.controls["ranks"].value = 6            # the figure updates in place
 >>> ex.trace.schedule.ranks, len(ex.figure.data[2].x)
 (6, 6)
->>> ex.show_step(3); ex.figure.data[-1].text[0].startswith("step 3 of 10")
+>>> ex.show_step(3); ex.figure.data[-1].text[0].startswith("step 2 of 0–9")   # 3 steps done
 True
 """
 from __future__ import annotations
@@ -87,7 +87,8 @@ class Explorer:
                                             description="size", continuous_update=False),
             "topology": widgets.Dropdown(options=list(sim.topologies.PRESETS), value=topology,
                                          description="topology"),
-            "step": widgets.IntSlider(value=0, min=0, max=1, description="step"),
+            # how many steps are done: 0 is the start, k shows the buffers after step k - 1 (steps count from 0)
+            "step": widgets.IntSlider(value=0, min=0, max=1, description="steps done"),
             "play": widgets.Play(value=0, min=0, max=1, interval=700, description="play"),
         }
         widgets.jslink((self.controls["play"], "value"), (self.controls["step"], "value"))
@@ -163,6 +164,8 @@ class Explorer:
 
         s = trace.summary()
         rows = [("simulated time", f"{s['time_us']:.4g} us"), ("steps / transfers", f"{s['steps']} / {s['transfers']}"),
+                ("channels" + (" / protocol" if s["protocol"] else ""),
+                 f"{s['channels']}" + (f" / {s['protocol']}" if s["protocol"] else "")),
                 ("algbw", f"{s['algbw']:.4g} GB/s"), ("busbw", f"{s['busbw']:.4g} GB/s"),
                 ("lower bound (any algorithm)", f"{s['bound_us']:.4g} us")]
         notes = getattr(topo, "notes", {}) or {}
@@ -170,8 +173,9 @@ class Explorer:
             sched = trace.schedule
             try:
                 closed = cost.time(sched.collective, sched.algorithm, sched.ranks, sched.nbytes,
-                                   alpha=notes["alpha"], beta=1.0 / notes["bandwidth"], **sched.params)
-                rows.append(("alpha-beta closed form (no contention)", f"{closed * 1e6:.4g} us"))
+                                   alpha=notes["alpha"], beta=1.0 / notes["bandwidth"], ports=topo.ports,
+                                   **sched.params)
+                rows.append((f"alpha-beta closed form ({topo.ports}-port, no contention)", f"{closed * 1e6:.4g} us"))
             except (ValueError, TypeError):
                 pass                             # no closed form for this algorithm
         cells = "".join(f"<tr><td style='padding-right:1em'>{k}</td><td><b>{v}</b></td></tr>" for k, v in rows)

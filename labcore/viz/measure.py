@@ -14,9 +14,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from labcore.viz.style import TEMPLATE, byte_ticks, chunk_color
+from labcore.viz.style import DESIGN_WIDTH, TEMPLATE, byte_ticks, chunk_color, format_bytes
 
-__all__ = ["measurement_plot", "crossover_plot", "topology_heatmap"]
+__all__ = ["measurement_plot", "crossover_plot", "topology_heatmap", "gate_plot"]
 
 Runs = Union[pd.DataFrame, Mapping[str, pd.DataFrame], Sequence[pd.DataFrame]]
 Prediction = Union[pd.DataFrame, Callable[[float], float]]
@@ -123,7 +123,66 @@ def measurement_plot(runs: Runs, *, prediction: Mapping[str, Prediction] | Predi
     fig.update_yaxes(type="log", title="time (us)", row=1, col=1)
     # busbw stays linear: its plateau (the number people quote) reads best that way.
     fig.update_yaxes(title="busbw (GB/s, 1 GB = 1e9 B)", rangemode="tozero", row=1, col=2)
-    fig.update_layout(template=TEMPLATE, title=title, height=420, legend={"orientation": "h", "y": -0.25})
+    fig.update_layout(template=TEMPLATE, title=title, height=420,
+                      legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(255,255,255,0.7)"})
+    return fig
+
+
+_STATUS_COLOR = {"regression": "#d62728", "pass": "#2ca02c", "inconclusive": "#7f7f7f"}
+
+
+def gate_plot(baseline: pd.DataFrame, current: pd.DataFrame, result: pd.DataFrame, *,
+              placement: str = "in-place", title: str | None = None) -> go.Figure:
+    """Every repeat of a baseline and a run, size by size, with the gate's threshold and verdict.
+
+    Parameters
+    ----------
+    baseline, current
+        Sweeps with repeats (``lc.bench.sweep(..., repeats=R)``).
+    result
+        ``lc.bench.compare(baseline, current)``: its tolerance draws the threshold (baseline
+        median x (1 + tolerance)) and its status labels each size.
+    placement
+        Which placement to draw.
+
+    Example
+    -------
+    >>> import pandas as pd
+    >>> import labcore as lc
+    >>> base = pd.DataFrame(dict(op="all_reduce", size=1024, type="float", redop="sum", root=-1,
+    ...                          ranks=2, placement="in-place", repeat=range(5), busbw=1.0,
+    ...                          median_us=[10.0, 11, 10.5, 9.8, 10.2]))
+    >>> now = base.assign(median_us=base["median_us"] * 2)
+    >>> fig = gate_plot(base, now, lc.bench.compare(base, now))
+    >>> len(fig.data)
+    3
+    """
+    time = result.attrs.get("time", "median_us")
+    tol = result.attrs.get("tolerance", 0.25)
+    pick = result[result["placement"] == placement] if "placement" in result else result
+    sizes = sorted(pick["size"].unique())
+    labels = {s: format_bytes(s) for s in sizes}
+    fig = go.Figure()
+    for name, df, color in (("baseline", baseline, chunk_color(0)), ("this run", current, chunk_color(1))):
+        d = df[df["size"].isin(sizes)]
+        if "placement" in d:
+            d = d[d["placement"] == placement]
+        col = time if time in d and d[time].notna().all() else "time_us"
+        fig.add_trace(go.Box(x=[labels[s] for s in d["size"]], y=d[col], name=f"{name} (every repeat)",
+                             boxpoints="all", jitter=0.4, pointpos=0, marker={"color": color, "size": 5},
+                             line={"color": color}))
+    threshold = pick.set_index("size")["baseline_us"] * (1 + tol)
+    fig.add_trace(go.Scatter(x=[labels[s] for s in sizes], y=[threshold[s] for s in sizes], mode="markers",
+                             name=f"{1 + tol:g}x baseline median", marker={"symbol": "line-ew-open", "size": 40,
+                                                                           "color": "black"}))
+    for _, r in pick.iterrows():
+        fig.add_annotation(x=labels[r["size"]], y=1.0, yref="paper", yanchor="bottom", showarrow=False,
+                           text=r["status"], font={"color": _STATUS_COLOR.get(r["status"], "black")})
+    fig.update_yaxes(type="log", title=f"{time} per repeat (us)")
+    fig.update_xaxes(title="size")
+    fig.update_layout(template=TEMPLATE, boxmode="group", height=420, margin={"t": 80},
+                      title=title or f"evidence gate ({placement}): {result.attrs.get('verdict', '')}",
+                      legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(255,255,255,0.7)"})
     return fig
 
 
@@ -196,19 +255,40 @@ def crossover_plot(predictions: pd.DataFrame, *, measured: pd.DataFrame | None =
                                  marker={"color": "black", "symbol": "x"}))
     winners = best["choice"].tolist()
     sizes = best["size"].tolist()
-    if winners:  # name the first region's winner; each change below names the next one
-        fig.add_annotation(x=np.log10(sizes[0]), y=1.02, yref="paper", text=winners[0], showarrow=False,
-                           xanchor="left", font={"color": colors[winners[0]]})
+    labels = [(sizes[0], winners[0])] if winners else []  # the first region's winner, then each change
     for i in range(1, len(winners)):
         if winners[i] != winners[i - 1]:
             x = float(np.sqrt(sizes[i - 1] * sizes[i]))
             fig.add_vline(x=x, line={"dash": "dot", "color": "gray"})
-            fig.add_annotation(x=np.log10(x), y=1.02, yref="paper", text=winners[i],
-                               showarrow=False, xanchor="left", font={"color": colors[winners[i]]})
+            labels.append((x, winners[i]))
+    rows = _label_rows([(np.log10(x), text) for x, text in labels], np.log10(p["size"].min()),
+                       np.log10(p["size"].max()))
+    for (x, text), row in zip(labels, rows):
+        fig.add_annotation(x=np.log10(x), y=1.02 + 0.07 * row, yref="paper", text=text, showarrow=False,
+                           xanchor="left", yanchor="bottom", font={"color": colors[text]})
     fig.update_xaxes(**byte_ticks(p["size"]))
     fig.update_yaxes(type="log", title="time (us)")
-    fig.update_layout(template=TEMPLATE, title=title, height=420)
+    # the legend sits inside the plot's top left, where the fastest (small-size) times leave room
+    fig.update_layout(template=TEMPLATE, title=title, height=420 + 25 * max(rows, default=0),
+                      margin={"t": 80 + 25 * max(rows, default=0)},
+                      legend={"x": 0.01, "y": 0.99, "xanchor": "left", "yanchor": "top",
+                              "bgcolor": "rgba(255,255,255,0.8)"})
     return fig
+
+
+def _label_rows(labels: list[tuple[float, str]], lo: float, hi: float) -> list[int]:
+    """A row for each label (x on a log axis, text) so that no two in a row overlap, even in the
+    narrowest notebook: a label goes in the lowest row whose last label ends before it starts."""
+    per_char = max(hi - lo, 1e-9) * 7.0 / (0.75 * DESIGN_WIDTH)   # about 7 px a character
+    ends: list[float] = []
+    rows = []
+    for x, text in labels:
+        row = next((r for r, end in enumerate(ends) if x >= end), len(ends))
+        if row == len(ends):
+            ends.append(x)
+        ends[row] = x + per_char * (len(text) + 1)
+        rows.append(row)
+    return rows
 
 
 # nvidia-smi topo -m codes from closest to farthest.

@@ -1,4 +1,4 @@
-"""Shared look of the lab's figures: chunk colours, byte-size axes."""
+"""Shared look of the lab's figures: chunk colours, byte-size axes, the width they are designed for."""
 from __future__ import annotations
 
 import math
@@ -9,6 +9,10 @@ import plotly.colors as pc
 # Qualitative palette, one colour per chunk; cycled when there are more chunks.
 CHUNK_COLORS = pc.qualitative.Plotly + pc.qualitative.D3[2:] + pc.qualitative.Set2
 TEMPLATE = "plotly_white"
+# Figures set no width: plotly sizes them to the notebook's output area. What plotly sizes in pixels
+# (markers, buffer cells) is chosen for the narrowest area the lab supports: a 1280 px browser window
+# with JupyterLab's file browser open leaves about 800 px for a cell's output.
+DESIGN_WIDTH = 800
 
 
 def template_dict() -> dict:
@@ -47,4 +51,4 @@ def byte_ticks(sizes: Iterable[float]) -> dict:
     step = max(2, 2 * math.ceil((hi - lo) / 16))
     vals = [2.0 ** e for e in range(lo - lo % 2, hi + 1, step)]
     return {"type": "log", "tickvals": vals, "ticktext": [format_bytes(v) for v in vals],
-            "title": "size (bytes)"}
+            "title": {"text": "size (bytes)"}}

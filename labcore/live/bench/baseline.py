@@ -1,21 +1,21 @@
-"""The evidence gate: save a sweep as a baseline, compare a new sweep with it, flag regressions.
+"""Baselines for the evidence gate: a sweep (every repeat) saved to JSON and read back.
 
-Define the target (a baseline measured on a known-good setup), measure under
-real load, and catch a regression before scaling out. Each (op, size, type,
-redop, placement) of the current sweep is compared with the baseline by
-**speed ratio** = baseline time / current time (for a fixed size this is also
-current busbw / baseline busbw): below ``1 - tolerance`` it is a regression.
+Define the target first (a baseline measured on a known-good setup, with repeats),
+measure again under real load, and let :func:`labcore.bench.compare` (see
+:mod:`labcore.live.bench.stats`) say whether a size regressed. The file keeps
+every repeat, so a later gate can test against the baseline's spread, not just
+its median.
 
 Example
 -------
->>> import pandas as pd
->>> from labcore.live.bench.baseline import compare
->>> base = pd.DataFrame(dict(op="all_reduce", size=[1024, 2048], type="float", redop="sum",
-...                          root=-1, ranks=2, placement="in-place", time_us=[10.0, 20.0],
-...                          busbw=[0.1, 0.1]))
->>> now = base.assign(time_us=[10.5, 40.0], busbw=[0.095, 0.05])
->>> compare(base, now, tolerance=0.2)["status"].tolist()
-['pass', 'regression']
+>>> import pandas as pd, tempfile, pathlib
+>>> from labcore.live.bench.baseline import save_baseline, load_baseline
+>>> df = pd.DataFrame(dict(op="all_reduce", size=[1024, 1024], count=256, type="float",
+...                        redop="sum", root=-1, ranks=2, placement="in-place", time_us=[10.0, 11.0],
+...                        busbw=0.1, wrong=0, median_us=[9.8, 10.9], repeat=[0, 1]))
+>>> path = save_baseline(df, pathlib.Path(tempfile.mkdtemp()) / "base.json")
+>>> load_baseline(path)["repeat"].tolist()
+[0, 1]
 """
 from __future__ import annotations
 
@@ -24,12 +24,14 @@ from pathlib import Path
 
 import pandas as pd
 
-KEYS = ["op", "size", "type", "redop", "root", "ranks", "placement"]
-FORMAT = "labcore-bench-baseline/1"
+FORMAT = "labcore-bench-baseline/2"
+# Version 1 files hold a single run (no repeat column); they still load.
+READS = (FORMAT, "labcore-bench-baseline/1")
+NEEDED = ["op", "size", "type", "placement", "time_us", "busbw"]
 
 
 def save_baseline(df: pd.DataFrame, path) -> Path:
-    """Write a sweep (its rows and parameters) to a JSON file; returns the path."""
+    """Write a sweep (every row and repeat, and its parameters) to a JSON file; returns the path."""
     path = Path(path)
     params = df.attrs.get("params", {})
     doc = {"format": FORMAT, "params": json.loads(json.dumps(params, default=str)),
@@ -39,52 +41,32 @@ def save_baseline(df: pd.DataFrame, path) -> Path:
 
 
 def load_baseline(path) -> pd.DataFrame:
-    """Read a file written by :func:`save_baseline` (or ``--json``) back into a sweep DataFrame."""
+    """Read a file written by :func:`save_baseline` (or the CLI's ``--json``) back into a sweep.
+
+    Raises FileNotFoundError when there is no file, ValueError naming the file when it
+    is not a readable baseline (not JSON, another format, rows without the columns a gate needs).
+    """
+    path = Path(path)
     try:
-        doc = json.loads(Path(path).read_text())
+        doc = json.loads(path.read_text())
     except FileNotFoundError:
         raise FileNotFoundError(f"no baseline at {path}: save one first with "
                                 "lc.bench.save_baseline(df, path) or --json FILE") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a labcore bench baseline (expected format {FORMAT!r})")
-    df = pd.DataFrame(doc["rows"])
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not a readable baseline (corrupt JSON: {exc}); save it again "
+                         "with --json FILE") from None
+    if not isinstance(doc, dict) or doc.get("format") not in READS:
+        raise ValueError(f"{path} is not a labcore bench baseline (expected format {FORMAT!r}); "
+                         "save one with --json FILE")
+    rows = doc.get("rows")
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+        raise ValueError(f"{path} holds no measured rows; save the baseline again with --json FILE")
+    df = pd.DataFrame(rows)
+    missing = [c for c in NEEDED if c not in df]
+    if missing:
+        raise ValueError(f"{path} lacks the columns {missing}; save the baseline again with --json FILE")
+    if "repeat" not in df:
+        df["repeat"] = 0
     df.attrs["params"] = doc.get("params", {})
+    df.attrs["path"] = str(path)
     return df
-
-
-def compare(baseline: pd.DataFrame, current: pd.DataFrame, tolerance: float = 0.2,
-            min_bytes: int = 0) -> pd.DataFrame:
-    """Mark each measured size ``pass`` or ``regression`` against ``baseline``.
-
-    Parameters
-    ----------
-    baseline, current : sweep DataFrames (``current`` may be a subset of the baseline's sizes).
-    tolerance : a size regresses when current speed < (1 - tolerance) x baseline speed.
-    min_bytes : ignore smaller sizes (tiny messages are noisy on a shared CPU).
-
-    Returns
-    -------
-    DataFrame with the keys, ``baseline_us``, ``current_us``, ``baseline_busbw``,
-    ``current_busbw``, ``ratio`` (baseline time / current time) and ``status``:
-    pass, regression, or "not in baseline".
-    """
-    if not 0 <= tolerance < 1:
-        raise ValueError(f"tolerance is a fraction between 0 and 1 (0.2 = 20% slower allowed), not {tolerance}")
-    keys = [k for k in KEYS if k in baseline and k in current]
-    cur = current[current["size"] >= min_bytes]
-    merged = cur[keys + ["time_us", "busbw"]].merge(
-        baseline[keys + ["time_us", "busbw"]], on=keys, how="left", suffixes=("_cur", "_base"))
-    out = merged[keys].copy()
-    out["baseline_us"], out["current_us"] = merged["time_us_base"], merged["time_us_cur"]
-    out["baseline_busbw"], out["current_busbw"] = merged["busbw_base"], merged["busbw_cur"]
-    out["ratio"] = out["baseline_us"] / out["current_us"]
-    out["status"] = "pass"
-    out.loc[out["ratio"] < 1 - tolerance, "status"] = "regression"
-    out.loc[out["baseline_us"].isna(), "status"] = "not in baseline"
-    out.attrs["tolerance"] = tolerance
-    return out
-
-
-def regressed(result: pd.DataFrame) -> bool:
-    """True when :func:`compare` found at least one regression."""
-    return bool((result["status"] == "regression").any())

@@ -1,6 +1,6 @@
 """``python -m labcore bench OP ...``: nccl-tests' command line and table, in Python.
 
-Flags mirror nccl-tests' (``-b -e -f -i -n -w -c -o -d -r``; ``-g`` is the number
+Flags mirror nccl-tests' (``-b -e -f -i -n -w -c -o -d -r -N``; ``-g`` is the number
 of ranks). Run it two ways:
 
 - plainly: ``python -m labcore bench all_reduce -b 8 -e 128M -f 2 -g 4`` starts a
@@ -9,8 +9,10 @@ of ranks). Run it two ways:
   where every process is one rank (so it spans nodes with torchrun's or SLURM's
   multi-node launch); rank 0 prints.
 
-``--json FILE`` saves the sweep (it can serve as a baseline); ``--baseline FILE``
-compares against one, prints pass/regression per size and exits 1 on a regression.
+Every input is checked before a rank starts; a bad one gets one line naming the fix
+and exit status 2. ``--json FILE`` saves the sweep with every repeat (it can serve as
+a baseline); ``--baseline FILE`` runs the evidence gate of
+:func:`labcore.bench.compare` against one (repeat with ``-N`` so it can decide).
 
 Example
 -------
@@ -22,26 +24,59 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+from contextlib import contextmanager
 from datetime import timedelta
 
 import pandas as pd
 
 from labcore.live.bench import baseline as _baseline
-from labcore.live.bench import memory
+from labcore.live.bench import checks, memory, stats
 from labcore.live.bench.harness import describe_rank, measure
-from labcore.live.bench.ops import NAMES, canonical
+from labcore.live.bench.ops import NAMES, OPS, canonical, nccl_tests_program
 from labcore.live.bench.sweep import COLUMNS, plan_sizes
 from labcore.live.bench.table import footer_lines, header_lines, row_line
 from labcore.live.bench.units import dtype_of, parse_size
 
+# Exit statuses: 0 done; 1 wrong elements, a regression or a failed rank; 2 bad input;
+# 3 the gate could not decide; 128 + signal number when stopped by SIGINT/SIGTERM.
+INCONCLUSIVE = 3
+
+DIFFERENCES = """\
+where the lab differs from nccl-tests 2.19.6 on purpose:
+  -g      the number of ranks (one process and device each), not GPUs per thread; no -t.
+  timing  every call is stamped (a CUDA event per call with NCCL, perf_counter with gloo)
+          where nccl-tests times the loop once; the table shows the same mean per call
+          averaged over ranks, and --json adds the median call (median_us).
+  -w      5 warm-up calls before each size's timed loop (nccl-tests: -w 1, all sizes warmed
+          up first at factor 2).
+  -b/-e   default 8 to 32M, less if memory is short (nccl-tests: 32M to 32M); -b 0 needs -i.
+  -f      may be fractional (nccl-tests reads a whole number); a factor that repeats a size
+          is refused.
+  -c      on (1) or off (0) (nccl-tests: the number of checks).
+  -N      repeats the sweep, interleaved, as nccl-tests' -N; the gate (--baseline) needs them.
+  -o      sum, prod, max, min, avg; not mulsum or all. -d takes one type, not all.
+  gloo    runs its own CPU algorithms; out-of-place all_reduce/broadcast/reduce are emulated
+          (a copy, then the in-place call) and labelled in a # note line.
+exit status: 0 done, 1 wrong elements or regression or a failed rank, 2 bad input,
+3 gate inconclusive (measure more with -N), 128+N stopped by signal N."""
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a bad argument as one line (no usage block) and exits 2."""
+
+    def error(self, message):
+        self.exit(2, f"labcore bench: {message} (see python -m labcore bench -h)\n")
+
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m labcore bench",
-        description="Measure a collective like nccl-tests: time, algbw, busbw and #wrong per size.")
+    p = _OneLineParser(
+        prog="python -m labcore bench", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Measure a collective like nccl-tests: time, algbw, busbw and #wrong per size.",
+        epilog=DIFFERENCES)
     p.add_argument("op", help=f"collective: {', '.join(NAMES)}")
-    p.add_argument("-b", "--minbytes", default="8", help="smallest size, e.g. 8, 64K (default 8)")
+    p.add_argument("-b", "--minbytes", default="8", help="smallest size, e.g. 8, 0.3K, 64K (default 8)")
     p.add_argument("-e", "--maxbytes", default=None,
                    help="largest size, e.g. 128M (default 32M, less if memory is short)")
     p.add_argument("-f", "--stepfactor", type=float, default=2, help="multiply sizes by this (default 2)")
@@ -50,16 +85,22 @@ def _parser() -> argparse.ArgumentParser:
                    help="ranks to start (default: GPUs seen, else 2); ignored under torchrun")
     p.add_argument("-n", "--iters", type=int, default=20, help="timed calls per size (default 20)")
     p.add_argument("-w", "--warmup_iters", type=int, default=5, help="untimed calls first (default 5)")
-    p.add_argument("-c", "--check", type=int, default=1, help="check the results: 1 on, 0 off (default 1)")
+    p.add_argument("-N", "--run_cycles", type=int, default=1,
+                   help="repeat the whole sweep this many times, interleaved (default 1)")
+    p.add_argument("-c", "--check", type=int, default=1, choices=[0, 1],
+                   help="check the results: 1 on, 0 off (default 1)")
     p.add_argument("-o", "--op", dest="redop", default="sum", help="sum, prod, max, min or avg (default sum)")
     p.add_argument("-d", "--datatype", default="float", help="float, half, bfloat16, double, int8, ...")
     p.add_argument("-r", "--root", type=int, default=0, help="root of rooted collectives (default 0)")
     p.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"])
     p.add_argument("--timeout", type=float, default=300.0, help="seconds one size may take (default 300)")
-    p.add_argument("--json", metavar="FILE", help="save the sweep as JSON (usable as a baseline)")
-    p.add_argument("--baseline", metavar="FILE", help="compare with this saved sweep; exit 1 on a regression")
-    p.add_argument("--tolerance", type=float, default=0.2,
-                   help="a size regresses when more than this fraction slower (default 0.2)")
+    p.add_argument("--json", metavar="FILE", help="save the sweep, every repeat, as JSON (a baseline)")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="compare with this saved sweep; exit 1 on a regression, 3 if inconclusive")
+    p.add_argument("--tolerance", type=float, default=0.25,
+                   help="slowdown allowed before a size regresses (default 0.25: up to 1.25x)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="false-alarm rate of the gate over all sizes (default 0.05)")
     p.add_argument("--compare-from", default="0", help="compare only sizes from this many bytes up")
     return p
 
@@ -73,9 +114,54 @@ def _spec(args) -> dict:
                 root=args.root, warmup=args.warmup_iters, iters=args.iters, check=bool(args.check))
 
 
-def _check_root(spec, nranks):
-    if not 0 <= spec["root"] < nranks:
-        raise ValueError(f"root (-r) must be a rank between 0 and {nranks - 1}, not {spec['root']}")
+def _planned_ranks(args) -> int:
+    """The number of ranks this run will have, known before any rank starts."""
+    if _under_torchrun():
+        return checks.check_ranks(int(os.environ.get("WORLD_SIZE", "1")), "WORLD_SIZE")
+    if args.ngpus is not None:
+        return checks.check_ranks(args.ngpus, "-g")
+    from labcore.live.sysinfo import gpu_count
+
+    gpus = gpu_count() if args.backend != "gloo" else 0
+    return gpus if gpus >= 2 else 2
+
+
+def _validate(args) -> tuple[dict, int, list[int]]:
+    """Check every input but the files before a rank starts: (spec, ranks, requested sizes)."""
+    spec = _spec(args)
+    nranks = _planned_ranks(args)
+    checks.check_collective(spec["op"], nranks, spec["redop"], spec["root"])
+    checks.check_counts(args.warmup_iters, args.iters, args.run_cycles)
+    if not 0 <= args.tolerance < 10:
+        raise ValueError(f"--tolerance is the slowdown allowed as a fraction (0.25 = 25%), not {args.tolerance}")
+    if not 0 < args.alpha < 1:
+        raise ValueError(f"--alpha is a false-alarm rate between 0 and 1, not {args.alpha}")
+    itemsize = dtype_of(spec["dtype"])[1].itemsize
+    sizes = plan_sizes(spec["op"], nranks, itemsize, 1 << 62, args.minbytes, args.maxbytes,
+                       args.stepfactor, args.stepbytes, spec["check"])
+    parse_size(args.compare_from)
+    return spec, nranks, sizes
+
+
+def _check_files(args, spec, nranks, sizes) -> pd.DataFrame | None:
+    """--json can be written and --baseline fits this run (read where rank 0 runs): the baseline."""
+    if args.json:
+        checks.check_writable(args.json)
+    if not args.baseline:
+        return None
+    base = _baseline.load_baseline(args.baseline)
+    itemsize = dtype_of(spec["dtype"])[1].itemsize
+    stats.check_comparable(base, _planned(spec, nranks, itemsize, sizes), args.baseline)
+    return base
+
+
+def _planned(spec, nranks, itemsize, sizes) -> pd.DataFrame:
+    """The (op, size, type, redop, ranks) lines the run will print, for checking a baseline."""
+    if spec["op"] not in OPS:
+        return pd.DataFrame(dict(op=[spec["op"]], size=[0], type=["none"], redop=["none"], ranks=[nranks]))
+    op = OPS[spec["op"]]
+    return pd.DataFrame(dict(op=spec["op"], size=[op.printed_size(s, nranks, itemsize) for s in sizes],
+                             type=spec["dtype"], redop=op.printed_redop(spec["redop"]), ranks=nranks))
 
 
 class _Printer:
@@ -92,49 +178,70 @@ class _Printer:
 
 
 def _preamble(args, spec, sizes, nranks, backend, ranks_info) -> list[str]:
+    import torch
+
     step = f"{parse_size(args.stepbytes)}(bytes)" if args.stepbytes else f"{args.stepfactor:g}(factor)"
-    lines = [f"# labcore bench {spec['op']}: nranks {nranks} backend {backend} minBytes {min(sizes)} "
-             f"maxBytes {max(sizes)} step: {step} warmup iters: {spec['warmup']} iters: {spec['iters']} "
-             f"validation: {int(spec['check'])}",
+    lines = [f"# labcore bench (nccl-tests 2.19.6 layout) backend {backend} torch {torch.__version__} "
+             f"repeats (-N) {args.run_cycles}",
+             f"# Collective test starting: {nccl_tests_program(spec['op'])}",
+             f"# nThread 1 nGpus 1 minBytes {min(sizes)} maxBytes {max(sizes)} step: {step} "
+             f"warmup iters: {spec['warmup']} iters: {spec['iters']} agg iters: 1 "
+             f"validation: {int(spec['check'])} graph: 0 unalign: 0",
              "#", "# Using devices"]
-    lines += [f"#  Rank {r['rank']:2d} Pid {r['pid']:6d} on {r['host']:>10} device {r['device']:>6} {r['name']}"
-              for r in ranks_info]
+    for r in ranks_info:
+        index = int(r["device"].split(":")[1]) if ":" in r["device"] else r["rank"] % max(1, nranks)
+        lines.append(f"#  Rank {r['rank']:2d} Group  0 Pid {r['pid']:6d} on {r['host']:>10} device "
+                     f"{index:2d} [{r['device']}] {r['name']}")
     return lines
 
 
-def _run_sizes(run_one, sizes, spec, say) -> pd.DataFrame:
+def _run_sizes(run_one, sizes, spec, repeats, say) -> pd.DataFrame:
     rows = []
-    for nbytes in sizes:
-        got = run_one({**spec, "nbytes": nbytes})
-        if got:
+    for rep in range(repeats):
+        for nbytes in sizes:
+            got = [dict(r, repeat=rep) for r in run_one({**spec, "nbytes": nbytes})]
             by = {r["placement"]: r for r in got}
             say(row_line(by.get("out-of-place"), by.get("in-place")))
-        rows += got
+            rows += got
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _finish(args, df, spec, nranks, backend, say) -> int:
+def _gate_lines(result: pd.DataFrame, source: str) -> list[str]:
+    a = result.attrs
+    lines = [f"# evidence gate against {source}: a size regresses when slower than {1 + a['tolerance']:g}x "
+             f"its baseline; false-alarm rate {a['alpha']:g} ({a['level']:.2g} per size, permutation "
+             f"test on {a['time']} over repeats)",
+             f"# {'size':>10}  {'placement':>12}  {'base us':>9} {'(n)':>4}  {'now us':>9} {'(n)':>4}  "
+             f"{'slowdown':>8}  {'interval':>15}  {'p':>7}  status"]
+    for _, r in result.iterrows():
+        lines.append(f"# {int(r['size']):>10}  {r['placement']:>12}  {r['baseline_us']:9.2f} "
+                     f"{int(r['baseline_repeats']):>4}  {r['current_us']:9.2f} {int(r['current_repeats']):>4}  "
+                     f"{r['slowdown']:8.2f}  {r['slowdown_low']:6.2f}..{r['slowdown_high']:<7.2f}  "
+                     f"{r['p_slower']:7.3g}  {r['status']}")
+    lines.append(f"# evidence gate: {stats.advice(result)}")
+    return lines
+
+
+def _finish(args, df, spec, nranks, backend, base, say) -> int:
     df.attrs["params"] = dict(spec, ranks=nranks, backend=backend, min_bytes=args.minbytes,
-                              max_bytes=args.maxbytes, factor=args.stepfactor, step=args.stepbytes)
+                              max_bytes=args.maxbytes, factor=args.stepfactor, step=args.stepbytes,
+                              repeats=args.run_cycles)
     say(*footer_lines(df))
     if args.json:
         _baseline.save_baseline(df, args.json)
-        say(f"# saved the sweep to {args.json}")
+        say(f"# saved the sweep ({args.run_cycles} repeat(s)) to {args.json}")
     failed = bool(spec["check"]) and int(df.loc[df["wrong"] > 0, "wrong"].sum()) > 0
-    if args.baseline:
-        result = _baseline.compare(args.baseline_df, df, args.tolerance, parse_size(args.compare_from))
-        say(f"# evidence gate against {args.baseline} (tolerance {args.tolerance:g}):",
-            f"# {'size':>10}  {'placement':>12}  {'base us':>9}  {'now us':>9}  {'ratio':>6}  status")
-        for _, r in result.iterrows():
-            say(f"# {int(r['size']):>10}  {r['placement']:>12}  {r['baseline_us']:9.2f}  "
-                f"{r['current_us']:9.2f}  {r['ratio']:6.2f}  {r['status']}")
-        bad = _baseline.regressed(result)
-        say(f"# evidence gate: {'REGRESSION' if bad else 'pass'}")
-        failed = failed or bad
-    return 1 if failed else 0
+    if base is None:
+        return 1 if failed else 0
+    result = stats.compare(base, df, args.tolerance, args.alpha, parse_size(args.compare_from),
+                           name=args.baseline)
+    say(*_gate_lines(result, args.baseline))
+    if failed or result.attrs["verdict"] == "regression":
+        return 1
+    return INCONCLUSIVE if result.attrs["verdict"] == "inconclusive" else 0
 
 
-def _main_torchrun(args, spec) -> int:
+def _main_torchrun(args, spec, sizes_asked) -> int:
     import torch
     import torch.distributed as dist
 
@@ -148,8 +255,19 @@ def _main_torchrun(args, spec) -> int:
                             device_id=torch.device("cuda", local) if backend == "nccl" else None)
     try:
         nranks, rank = dist.get_world_size(), dist.get_rank()
-        _check_root(spec, nranks)
         say = _Printer(rank == 0)
+        # The files live where rank 0 runs: it checks them, and every rank stops if one is bad.
+        problem, base = [None], None
+        if rank == 0:
+            try:
+                base = _check_files(args, spec, nranks, sizes_asked)
+            except (ValueError, FileNotFoundError) as exc:
+                problem = [str(exc)]
+        dist.broadcast_object_list(problem, src=0)
+        if problem[0]:
+            if rank == 0:
+                print(f"labcore bench: {problem[0]}", file=sys.stderr)
+            return 2
         if args.ngpus is not None and args.ngpus != nranks:
             say(f"# -g {args.ngpus} ignored: torchrun started {nranks} ranks")
         kind, free = memory.free_bytes_here()
@@ -158,13 +276,12 @@ def _main_torchrun(args, spec) -> int:
         least = torch.tensor([budget], dtype=torch.int64, device=device)
         dist.all_reduce(least, op=dist.ReduceOp.MIN)  # every rank plans the same sizes
         sizes = plan_sizes(spec["op"], nranks, dtype_of(spec["dtype"])[1].itemsize, int(least.item()),
-                           args.minbytes, args.maxbytes, args.stepfactor,
-                           parse_size(args.stepbytes) if args.stepbytes else None, spec["check"])
+                           args.minbytes, args.maxbytes, args.stepfactor, args.stepbytes, spec["check"])
         infos = [None] * nranks
         dist.all_gather_object(infos, describe_rank())
         say(*_preamble(args, spec, sizes, nranks, backend, infos), *header_lines())
-        df = _run_sizes(measure, sizes, spec, say)
-        code = _finish(args, df, spec, nranks, backend, say) if rank == 0 else 0
+        df = _run_sizes(measure, sizes, spec, args.run_cycles, say)
+        code = _finish(args, df, spec, nranks, backend, base, say) if rank == 0 else 0
         flag = torch.tensor([code], dtype=torch.int64, device=device)
         dist.broadcast(flag, src=0)  # every rank exits with rank 0's verdict
         return int(flag.item())
@@ -172,48 +289,64 @@ def _main_torchrun(args, spec) -> int:
         dist.destroy_process_group()
 
 
-def _main_cluster(args, spec) -> int:
-    from labcore.live.cluster import Cluster
-    from labcore.live.sysinfo import gpu_count
+def _main_cluster(args, spec, nranks, base) -> int:
     from labcore.live.bench.sweep import rank_budget
+    from labcore.live.cluster import Cluster
 
-    nranks = args.ngpus or (gpu_count() if args.backend != "gloo" and gpu_count() >= 2 else 2)
-    _check_root(spec, nranks)
     say = _Printer(True)
     with Cluster(nranks, backend=args.backend, timeout=args.timeout, show_output=False) as cl:
         budget, where = rank_budget(cl)
         sizes = plan_sizes(spec["op"], nranks, dtype_of(spec["dtype"])[1].itemsize, budget,
-                           args.minbytes, args.maxbytes, args.stepfactor,
-                           parse_size(args.stepbytes) if args.stepbytes else None, spec["check"], where)
+                           args.minbytes, args.maxbytes, args.stepfactor, args.stepbytes, spec["check"],
+                           where)
         say(*_preamble(args, spec, sizes, nranks, cl.backend, cl.run(describe_rank)), *header_lines())
-        df = _run_sizes(lambda s: cl.call(measure, args=(s,))[0], sizes, spec, say)
-        return _finish(args, df, spec, nranks, cl.backend, say)
+        df = _run_sizes(lambda s: cl.call(measure, args=(s,))[0], sizes, spec, args.run_cycles, say)
+        return _finish(args, df, spec, nranks, cl.backend, base, say)
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGINT arrived: unwind (closing the cluster and its run folders), then exit."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _stop_on_signals():
+    """Turn SIGTERM and SIGINT into :class:`Stopped`, so ``with Cluster`` closes on the way out."""
+    def stop(signum, frame):
+        raise Stopped(signum)
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def main(argv: list[str]) -> int:
-    """Entry point of ``python -m labcore bench``; returns the exit status.
-
-    0: done, every check passed and no regression; 1: wrong elements, a regression
-    against ``--baseline``, or a rank failed; 2: bad arguments or a size that cannot fit.
-    """
+    """Entry point of ``python -m labcore bench``; returns the exit status (see ``--help``)."""
     args = _parser().parse_args(argv)
     try:
-        spec = _spec(args)
-        parse_size(args.minbytes)
-        if args.maxbytes is not None:
-            parse_size(args.maxbytes)
-        # Read the baseline before measuring anything; only the printing rank needs it.
-        prints = int(os.environ.get("RANK", 0)) == 0
-        args.baseline_df = _baseline.load_baseline(args.baseline) if args.baseline and prints else None
-    except (ValueError, FileNotFoundError) as exc:
+        spec, nranks, sizes = _validate(args)
+        base = None if _under_torchrun() else _check_files(args, spec, nranks, sizes)
+    except (ValueError, FileNotFoundError, MemoryError) as exc:
         print(f"labcore bench: {exc}", file=sys.stderr)
         return 2
     from labcore.live.errors import ClusterError
 
     try:
-        if _under_torchrun():
-            return _main_torchrun(args, spec)
-        return _main_cluster(args, spec)
+        with _stop_on_signals():
+            if _under_torchrun():
+                return _main_torchrun(args, spec, sizes)
+            return _main_cluster(args, spec, nranks, base)
+    except Stopped as stop:
+        name = signal.Signals(stop.signum).name
+        print(f"labcore bench: stopped by {name}; the ranks were closed and their files removed",
+              file=sys.stderr)
+        return 128 + stop.signum
     except (ValueError, MemoryError) as exc:
         print(f"labcore bench: {exc}", file=sys.stderr)
         return 2

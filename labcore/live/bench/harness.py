@@ -2,18 +2,21 @@
 
 :func:`measure` runs on every rank, inside ``Cluster.run`` or under torchrun,
 and is the only code that touches buffers. It follows nccl-tests' harness
-(NT-S ``src/common.cu``):
+(nccl-tests 2.19.6, commit a0b82b2, ``src/common.cu``: ``BenchTime``):
 
 1. allocate the buffers for one size (out-of-place: send and recv; in-place: one
-   buffer), fill the input with verifiable values;
-2. ``warmup`` untimed calls (at least one), a barrier, then ``iters`` timed calls. The clock is
-   a pair of CUDA events on the current stream with NCCL, ``time.perf_counter``
-   with gloo (gloo calls return once the data has arrived);
-3. the per-call time is the **mean over ranks** of each rank's loop time /
-   ``iters`` (nccl-tests' default ``-a 1``); every call is also stamped, and the
-   median call (mean over ranks) is reported beside it as ``median_us``;
+   buffer with nccl-tests' in-place offsets), fill the input with verifiable values;
+2. ``warmup`` untimed calls (at least one), a barrier, then ``iters`` timed calls;
+3. the reported time is the **mean over ranks** of each rank's mean call
+   (nccl-tests' default ``-a 1``). The lab stamps every call (a CUDA event per
+   call with NCCL, ``time.perf_counter`` with gloo, whose calls return once the data
+   has arrived) where nccl-tests times the whole loop once, so it can also report
+   the median call (mean over ranks) as ``median_us``;
 4. with ``check`` on, re-fill the inputs, run once more and compare every output
-   element against its exact value; #wrong is summed over ranks.
+   element with its exact value; #wrong is summed over ranks and ``wrong_ranks``
+   counts the ranks whose check failed (nccl-tests' "Out of bounds values" adds
+   those up). In-place alltoall and sendrecv share one buffer and are not checked,
+   as in nccl-tests (#wrong N/A).
 
 Every rank gets the same numbers back, and every rank runs exactly
 ``max(warmup, 1) + iters (+1)`` calls, so no rank can wait on a collective the others skip.
@@ -42,7 +45,7 @@ from labcore.live.bench.verify import CHECK_BLOCK, count_wrong, inputs
 PLACEMENTS = ("out-of-place", "in-place")
 
 DEFAULTS = dict(dtype="float", redop="sum", root=0, warmup=5, iters=20,
-                placements=PLACEMENTS, check=True, corrupt=0)
+                placements=PLACEMENTS, check=True, corrupt=0, slowdown=1)
 
 
 def _device() -> torch.device:
@@ -62,19 +65,18 @@ def describe_rank() -> dict:
                 name=name)
 
 
-def _buffers(op, placement, send_n, recv_n, ctx, dev):
-    """(send, recv, scratch): in place, send and recv are views of one buffer laid out as
-    nccl-tests does, and ``scratch`` is the aside copy used by emulated in-place runs."""
+def _buffers(op, placement, lay, ctx, dev):
+    """(send, recv): in place, views of one buffer at nccl-tests' in-place offsets."""
     if placement == "out-of-place":
-        return (torch.empty(send_n, dtype=ctx.dtype, device=dev),
-                torch.empty(recv_n, dtype=ctx.dtype, device=dev), None)
-    buf = torch.empty(max(send_n, recv_n), dtype=ctx.dtype, device=dev)
+        return (torch.empty(lay.send, dtype=ctx.dtype, device=dev),
+                torch.empty(lay.recv, dtype=ctx.dtype, device=dev))
+    buf = torch.empty(max(lay.send, lay.recv), dtype=ctx.dtype, device=dev)
     mine = slice(ctx.rank * ctx.count, (ctx.rank + 1) * ctx.count)
     if op.inplace == "send_in_recv":
-        return buf[mine], buf, None
+        return buf[mine], buf
     if op.inplace == "recv_in_send":
-        return buf, buf[mine], None
-    return buf, buf, (torch.empty_like(buf) if op.inplace == "scratch" else None)
+        return buf, buf[mine]
+    return buf, buf
 
 
 def _fill(send, op, ctx):
@@ -82,13 +84,9 @@ def _fill(send, op, ctx):
     send.copy_(inputs(ctx.rank, k, op.fill_redop(ctx.redop), ctx.nranks, ctx.dtype))
 
 
-def _caller(op, placement, send, recv, scratch, ctx):
+def _caller(op, placement, send, recv, ctx):
     """The call to time, with the copy of an emulated placement inside it (it is part of the cost)."""
-    if scratch is not None:
-        def call():
-            scratch.copy_(send)
-            op.run(scratch, recv, ctx)
-    elif op.copies and placement == "out-of-place":
+    if op.copies and placement == "out-of-place":
         copy_here = op.name != "broadcast" or ctx.rank == ctx.root
 
         def call():
@@ -101,11 +99,22 @@ def _caller(op, placement, send, recv, scratch, ctx):
     return call
 
 
+def _repeated(call, times: int):
+    """``call`` issued ``times`` times: a real slowdown by about that factor (to test a gate)."""
+    if times == 1:
+        return call
+
+    def calls():
+        for _ in range(times):
+            call()
+    return calls
+
+
 def _note(op, placement) -> str:
     if op.copies and placement == "out-of-place":
         return "emulated: copy into the output, then the in-place call"
-    if op.inplace == "scratch" and placement == "in-place":
-        return "emulated: copy the buffer aside, then the out-of-place call"
+    if not op.inplace_checked and placement == "in-place":
+        return "not checked: send and receive share one buffer (nor does nccl-tests check it)"
     return ""
 
 
@@ -196,7 +205,8 @@ def _measure_barrier(spec, dev) -> list[dict]:
     return [dict(op="barrier", size=0, count=0, type="none", redop="none", root=-1,
                  ranks=dist.get_world_size(), backend=str(dist.get_backend()), placement="in-place",
                  time_us=_mean_over_ranks(mean, dev) * 1e6, algbw=0.0, busbw=0.0, wrong=-1,
-                 note="barrier: latency only, no data", median_us=_mean_over_ranks(median, dev) * 1e6)]
+                 note="barrier: latency only, no data", median_us=_mean_over_ranks(median, dev) * 1e6,
+                 wrong_ranks=0)]
 
 
 def measure(spec: dict) -> list[dict]:
@@ -204,15 +214,17 @@ def measure(spec: dict) -> list[dict]:
 
     Parameters
     ----------
-    spec : dict with ``op`` and ``nbytes`` (requested bytes of the larger per-rank buffer),
+    spec : dict with ``op`` and ``nbytes`` (the requested size: nccl-tests' -b/-e value),
         and optionally ``dtype`` ("float"), ``redop`` ("sum"), ``root`` (0), ``warmup`` (5),
         ``iters`` (20), ``placements`` (both), ``check`` (True), ``corrupt`` (0: number of
-        output elements to damage on purpose before the check, to see #wrong catch it).
+        output elements to damage on purpose before the check, to see #wrong catch it),
+        ``slowdown`` (1: collectives issued per timed call, to slow a run down on purpose).
 
     Returns
     -------
-    list of dict, one per placement, with the columns of :func:`labcore.bench.sweep`;
-    an empty list when ``nbytes`` is too small to give every rank one element.
+    list of dict, one per placement, with the columns of :func:`labcore.bench.sweep`
+    (but ``repeat``, which the sweep adds). A size too small to give each rank one
+    element gives a size-0 row, as in nccl-tests.
     """
     spec = {**DEFAULTS, **spec}
     dev = _device()
@@ -222,47 +234,50 @@ def measure(spec: dict) -> list[dict]:
     op = _ops.OPS[name]
     type_name, dtype = dtype_of(spec["dtype"])
     n, rank = dist.get_world_size(), dist.get_rank()
-    if name == "sendrecv" and n < 2:
-        raise ValueError("sendrecv needs at least 2 ranks: start the cluster with world_size >= 2")
+    if name in ("sendrecv", "hypercube") and n < 2:
+        raise ValueError(f"{name} needs at least 2 ranks: start the cluster with world_size >= 2")
+    if op.power_of_two and n & (n - 1):
+        raise ValueError(f"{name} needs a power-of-two number of ranks, not {n}")
     if op.rooted and not 0 <= spec["root"] < n:
         raise ValueError(f"root must be a rank between 0 and {n - 1}, not {spec['root']}")
-    if op.kind == "reduce" and spec["redop"] not in _ops.REDOPS:
+    if spec["redop"] not in _ops.REDOPS:
         raise ValueError(f"unknown reduction {spec['redop']!r}; use one of {', '.join(_ops.REDOPS)}")
     if (op.kind == "reduce" and spec["redop"] == "avg" and not dtype.is_floating_point
             and dist.get_backend() == "gloo"):
         raise ValueError(f"gloo cannot average {type_name} tensors: use a float type "
                          "(-d float) or another reduction (-o sum)")
-    total = spec["nbytes"] // dtype.itemsize
-    count, send_n, recv_n = op.layout(total, n)
-    if count == 0:
-        return []
-    ctx = _ops.Ctx(rank, n, spec["root"] if op.rooted else -1,
-                   spec["redop"] if op.kind == "reduce" else "none", dtype, count)
-    size = max(send_n, recv_n) * dtype.itemsize
+    lay = op.layout(spec["nbytes"], n, dtype.itemsize)
+    ctx = _ops.Ctx(rank, n, spec["root"] if op.rooted else -1, op.fill_redop(spec["redop"]), dtype,
+                   lay.count, torch_op=spec["redop"])
+    size = max(lay.send, lay.recv) * dtype.itemsize
     rows = []
     for placement in spec["placements"]:
-        send, recv, scratch = _buffers(op, placement, send_n, recv_n, ctx, dev)
+        send, recv = _buffers(op, placement, lay, ctx, dev)
         _fill(send, op, ctx)
-        call = _caller(op, placement, send, recv, scratch, ctx)
+        call = _caller(op, placement, send, recv, ctx)
         _first_call(call, name, type_name)
+        timed = _repeated(call, spec["slowdown"])
         for _ in range(spec["warmup"] - 1):
-            call()
+            timed()
         _barrier(dev)
-        mean, median = _timed_loop(call, spec["iters"], dev)
+        mean, median = _timed_loop(timed, spec["iters"], dev)
         seconds = _mean_over_ranks(mean, dev)
-        wrong = -1
-        if spec["check"]:
+        wrong, wrong_ranks = -1, 0
+        if spec["check"] and (placement == "out-of-place" or op.inplace_checked):
             _fill(send, op, ctx)
             call()
             _sync(dev)
-            wrong = _sum_over_ranks(_check(op, recv, ctx, spec["corrupt"]), dev)
-        del send, recv, scratch, call  # free before the next placement allocates
-        algbw = size / seconds / 1e9
-        rows.append(dict(op=name, size=size, count=count, type=type_name, redop=ctx.redop,
-                         root=ctx.root, ranks=n, backend=str(dist.get_backend()),
-                         placement=placement, time_us=seconds * 1e6, algbw=algbw,
-                         busbw=algbw * op.busbw_factor(n), wrong=wrong,
-                         note=_note(op, placement), median_us=_mean_over_ranks(median, dev) * 1e6))
+            mine = _check(op, recv, ctx, spec["corrupt"])
+            wrong = _sum_over_ranks(mine, dev)
+            wrong_ranks = _sum_over_ranks(int(mine > 0), dev)
+        del send, recv, call, timed  # free before the next placement allocates
+        algbw, busbw = op.bandwidths(size, seconds, n)
+        rows.append(dict(op=name, size=size, count=lay.count, type=type_name,
+                         redop=op.printed_redop(spec["redop"]), root=ctx.root, ranks=n,
+                         backend=str(dist.get_backend()), placement=placement,
+                         time_us=seconds * 1e6, algbw=algbw, busbw=busbw, wrong=wrong,
+                         note=_note(op, placement), median_us=_mean_over_ranks(median, dev) * 1e6,
+                         wrong_ranks=wrong_ranks))
     if dev.type == "cuda":
         torch.cuda.empty_cache()  # hand this size's buffers back, so the next size sees them as free
     return rows

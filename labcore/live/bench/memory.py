@@ -26,10 +26,9 @@ def peak_bytes(op: str, nbytes: int, nranks: int, itemsize: int, check: bool = T
     if name == _ops.BARRIER:
         return 0
     spec = _ops.OPS[name]
-    _, send_n, recv_n = spec.layout(nbytes // itemsize, nranks)
-    out_of_place = send_n + recv_n
-    in_place = max(send_n, recv_n) * (2 if spec.inplace == "scratch" else 1)
-    return max(out_of_place, in_place) * itemsize + (CHECK_SCRATCH if check else 0)
+    lay = spec.layout(nbytes, nranks, itemsize)
+    # Out of place holds send and recv; in place one buffer of the larger size.
+    return (lay.send + lay.recv) * itemsize + (CHECK_SCRATCH if check else 0)
 
 
 def free_bytes_here() -> tuple[str, int]:

@@ -17,13 +17,13 @@ from contextlib import nullcontext
 
 import pandas as pd
 
-from labcore.live.bench import memory
+from labcore.live.bench import checks, memory
 from labcore.live.bench import ops as _ops
 from labcore.live.bench.harness import PLACEMENTS, measure
 from labcore.live.bench.units import dtype_of, parse_size, size_steps
 
 COLUMNS = ["op", "size", "count", "type", "redop", "root", "ranks", "backend", "placement",
-           "time_us", "algbw", "busbw", "wrong", "note", "median_us"]
+           "time_us", "algbw", "busbw", "wrong", "note", "median_us", "repeat", "wrong_ranks"]
 
 # Largest size of a default sweep (nccl-tests' default -e is 32M); smaller if memory is short.
 DEFAULT_MAX_BYTES = 32 << 20
@@ -44,46 +44,48 @@ def rank_budget(cl) -> tuple[int, str]:
 
 def plan_sizes(op: str, nranks: int, itemsize: int, budget: int, min_bytes=8, max_bytes=None,
                factor=2, step=None, check=True, where="host RAM") -> list[int]:
-    """The sizes to measure: all of them, or an error naming the fix when an asked-for size cannot fit.
+    """The requested sizes to measure, or an error naming the fix.
 
-    With ``max_bytes=None`` the sweep goes up to 32 MiB, stopping early at the
-    largest size that fits ``budget`` bytes per rank.
+    Errors: a size that cannot fit in ``budget`` bytes per rank (MemoryError), and
+    sizes that repeat or that give no rank any data (ValueError). With
+    ``max_bytes=None`` the sweep goes up to 32 MiB, stopping early at the largest
+    size that fits.
     """
     if _ops.canonical(op) == _ops.BARRIER:
         return [0]
+    checks.check_factor(factor)
     lo = parse_size(min_bytes)
+    step = parse_size(step) if step is not None else None
     if max_bytes is None:
         sizes = size_steps(lo, max(lo, DEFAULT_MAX_BYTES), factor, step)
         fitting = memory.largest_fitting(op, sizes, nranks, itemsize, budget, check)
         if not fitting:
             memory.require_fit(op, sizes[0], nranks, itemsize, budget, check, where)
-        return fitting
-    sizes = size_steps(lo, parse_size(max_bytes), factor, step)
-    memory.require_fit(op, max(sizes), nranks, itemsize, budget, check, where)
+        sizes = fitting
+    else:
+        sizes = size_steps(lo, parse_size(max_bytes), factor, step)
+        memory.require_fit(op, max(sizes), nranks, itemsize, budget, check, where)
+    checks.check_sizes(op, sizes, nranks, itemsize)
     return sizes
 
 
-def _validate(op, cl, dtype, redop, root, warmup, iters, placements):
-    name = _ops.canonical(op)
-    type_name, torch_dtype = dtype_of(dtype)
-    if name in _ops.OPS and _ops.OPS[name].kind == "reduce" and redop not in _ops.REDOPS:
-        raise ValueError(f"unknown reduction {redop!r}; use one of {', '.join(_ops.REDOPS)}")
-    if not 0 <= root < cl.world_size:
-        raise ValueError(f"root must be a rank between 0 and {cl.world_size - 1}, not {root}")
-    if warmup < 0 or iters < 1:
-        raise ValueError(f"need warmup >= 0 and iters >= 1, got warmup={warmup}, iters={iters}")
+def _validate(op, nranks, dtype, redop, root, warmup, iters, placements, repeats, slowdown):
+    name = checks.check_collective(op, nranks, redop, root)
+    _, torch_dtype = dtype_of(dtype)
+    checks.check_counts(warmup, iters, repeats)
+    if isinstance(slowdown, bool) or not isinstance(slowdown, int) or slowdown < 1:
+        raise ValueError(f"slowdown must be a whole number >= 1 (calls per timed call), not {slowdown!r}")
     bad = [p for p in placements if p not in PLACEMENTS]
     if bad or not placements:
         raise ValueError(f"placements must be a non-empty subset of {PLACEMENTS}, got {placements}")
-    if name == "sendrecv" and cl.world_size < 2:
-        raise ValueError("sendrecv needs at least 2 ranks: use a cluster with world_size >= 2")
     return name, torch_dtype
 
 
 def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, factor: float = 2,
           step=None, dtype="float", redop: str = "sum", root: int = 0, warmup: int = 5,
           iters: int = 20, placements=PLACEMENTS, check: bool = True, env: dict | None = None,
-          progress: bool = True, timeout: float | None = None, corrupt: int = 0) -> pd.DataFrame:
+          progress: bool = True, timeout: float | None = None, corrupt: int = 0, repeats: int = 1,
+          slowdown: int = 1) -> pd.DataFrame:
     """Measure ``op`` over a range of sizes the way nccl-tests does.
 
     Parameters
@@ -92,10 +94,13 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
         The ranks to use; an int starts a cluster of that many ranks for this sweep.
     op : str
         all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, gather,
-        scatter, sendrecv (ring neighbours) or barrier (latency only).
+        scatter, sendrecv (ring neighbours), hypercube (all-gather by recursive doubling over
+        point-to-point, power-of-two ranks) or barrier (latency only).
     min_bytes, max_bytes : int or str
-        First and last size (``8``, ``"64K"``, ``"128M"``): bytes of the larger per-rank
-        buffer, nccl-tests' "size". ``max_bytes=None``: up to 32 MiB, less if memory is short.
+        First and last requested size (``8``, ``"0.3K"``, ``"128M"``), read as nccl-tests'
+        ``-b``/``-e``. The printed ``size`` is the larger per-rank buffer after nccl-tests'
+        rounding (split buffers: each rank's share down to 16 bytes, so small sizes give
+        size-0 rows). ``max_bytes=None``: up to 32 MiB, less if memory is short.
     factor, step : sizes multiply by ``factor``, or grow by ``step`` bytes when it is given.
     dtype : nccl-tests type name ("float", "half", "bfloat16", "int8", ...) or torch dtype.
     redop : "sum", "prod", "max", "min" or "avg" (reductions only).
@@ -110,13 +115,20 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
     timeout : seconds one size may take before the ranks are reported hung (cluster default).
     corrupt : damage this many output elements on every checked rank after the check's call,
         to watch #wrong catch it (a teaching aid; 0 in real use).
+    repeats : run the whole size sweep this many times, interleaved (every size once, then
+        again), as nccl-tests' ``-N``; :func:`labcore.bench.compare` needs repeats to say
+        more than "inconclusive".
+    slowdown : issue the collective this many times per timed call: a real slowdown by
+        about that factor, to check that a regression gate catches it (1 in real use).
 
     Returns
     -------
     pandas.DataFrame, one row per size and placement, columns ``op, size, count, type, redop,
-    root, ranks, backend, placement, time_us, algbw, busbw, wrong, note, median_us`` (GB/s with
-    GB = 1e9 bytes; ``note`` labels emulated placements; ``median_us`` is the median call,
-    averaged over ranks: steadier than the mean on a shared machine, for fitting models). ``df.attrs`` holds the parameters,
+    root, ranks, backend, placement, time_us, algbw, busbw, wrong, note, median_us, repeat,
+    wrong_ranks`` (GB/s with GB = 1e9 bytes; ``wrong`` -1 where not checked; ``note`` labels
+    emulated or unchecked placements; ``median_us`` is the median call, averaged over ranks:
+    steadier than the mean on a shared machine; ``repeat`` numbers the sweeps from 0;
+    ``wrong_ranks`` counts the ranks whose check failed). ``df.attrs`` holds the parameters,
     each rank's captured output (``"log"``) and, when NCCL logged, ``"nccl"``.
 
     Examples
@@ -128,7 +140,13 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
     """
     from labcore.live.cluster import Cluster
 
-    owned = isinstance(cluster, int)
+    owned = isinstance(cluster, int) and not isinstance(cluster, bool)
+    nranks = checks.check_ranks(cluster) if owned else cluster.world_size
+    name, torch_dtype = _validate(op, nranks, dtype, redop, root, warmup, iters, tuple(placements),
+                                  repeats, slowdown)
+    # The sizes are checked now, before any rank starts (memory is checked once the ranks say
+    # how much they have).
+    plan_sizes(name, nranks, torch_dtype.itemsize, 1 << 62, min_bytes, max_bytes, factor, step, check)
     if owned:
         cl = Cluster(cluster, env=env, show_output=False)
     elif env:
@@ -137,33 +155,37 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
     else:
         cl = cluster
     with (cl if owned else nullcontext(cl)):
-        return _sweep_on(cl, op, min_bytes, max_bytes, factor, step, dtype, redop, root, warmup,
-                         iters, tuple(placements), check, env, progress, timeout, corrupt)
+        return _sweep_on(cl, name, torch_dtype, min_bytes, max_bytes, factor, step, dtype, redop, root,
+                         warmup, iters, tuple(placements), check, env, progress, timeout, corrupt,
+                         repeats, slowdown)
 
 
-def _sweep_on(cl, op, min_bytes, max_bytes, factor, step, dtype, redop, root, warmup, iters,
-              placements, check, env, progress, timeout, corrupt) -> pd.DataFrame:
+def _sweep_on(cl, name, torch_dtype, min_bytes, max_bytes, factor, step, dtype, redop, root, warmup,
+              iters, placements, check, env, progress, timeout, corrupt, repeats,
+              slowdown) -> pd.DataFrame:
     from tqdm.auto import tqdm
 
     from labcore.live import nccl_log
 
-    name, torch_dtype = _validate(op, cl, dtype, redop, root, warmup, iters, placements)
     budget, where = rank_budget(cl)
     sizes = plan_sizes(name, cl.world_size, torch_dtype.itemsize, budget, min_bytes, max_bytes,
                        factor, step, check, where)
     spec = dict(op=name, dtype=dtype_of(dtype)[0], redop=redop, root=root, warmup=warmup,
-                iters=iters, placements=placements, check=check, corrupt=corrupt)
+                iters=iters, placements=placements, check=check, corrupt=corrupt, slowdown=slowdown)
     rows, logs = [], [""] * cl.world_size
-    with tqdm(sizes, desc=f"{name} on {cl.world_size} ranks ({cl.backend})", unit="size",
+    runs = [(rep, nbytes) for rep in range(repeats) for nbytes in sizes]
+    with tqdm(runs, desc=f"{name} on {cl.world_size} ranks ({cl.backend})", unit="size",
               disable=not progress, leave=False) as bar:
-        for nbytes in bar:
-            rows += cl.call(measure, args=({**spec, "nbytes": nbytes},), timeout=timeout)[0]
+        for rep, nbytes in bar:
+            got = cl.call(measure, args=({**spec, "nbytes": nbytes},), timeout=timeout)[0]
+            rows += [dict(row, repeat=rep) for row in got]
             logs = [log + out + err for log, (out, err) in zip(logs, cl.last_output)]
             if rows:
                 bar.set_postfix(busbw=f"{rows[-1]['busbw']:.3g} GB/s")
     df = pd.DataFrame(rows, columns=COLUMNS)
     df.attrs.update(params=dict(spec, ranks=cl.world_size, backend=cl.backend, env=dict(env or {}),
-                                min_bytes=min_bytes, max_bytes=max_bytes, factor=factor, step=step),
+                                min_bytes=min_bytes, max_bytes=max_bytes, factor=factor, step=step,
+                                repeats=repeats),
                     log=logs)
     parsed = nccl_log.parse(logs)
     if parsed.found:

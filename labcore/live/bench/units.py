@@ -3,8 +3,8 @@
 Example
 -------
 >>> from labcore.live.bench.units import parse_size, size_steps, dtype_of
->>> parse_size("128M")
-134217728
+>>> parse_size("128M"), parse_size("0.3K")
+(134217728, 307)
 >>> size_steps(8, 64, factor=2)
 [8, 16, 32, 64]
 >>> dtype_of("half")
@@ -12,9 +12,16 @@ Example
 """
 from __future__ import annotations
 
+import math
+import re
+
 import torch
 
-_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+# nccl-tests' parsesize (src/common.cu, commit a0b82b2): a number, then optionally one of
+# K, M, G (either case, powers of 1024); anything after that letter is ignored ("2kb" is 2K).
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_NUMBER = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf(?:inity)?|nan))",
+                     re.IGNORECASE)
 
 # nccl-tests' type names first; torch's names are accepted as aliases.
 DTYPES = {
@@ -28,32 +35,58 @@ _ALIASES = {"float16": "half", "fp16": "half", "float32": "float", "fp32": "floa
 
 
 def parse_size(text) -> int:
-    """Bytes from ``8``, ``64K``, ``128M``, ``1G`` (powers of 1024, as nccl-tests reads them)."""
-    s = str(text).strip().upper().removesuffix("B")
-    unit = s[-1:] if s[-1:] in _SUFFIX and s[-1:] else ""
-    number = s[: len(s) - len(unit)]
-    try:
-        value = float(number) * _SUFFIX[unit]
-    except ValueError:
-        raise ValueError(f"cannot read size {text!r}: write bytes like 8, 64K, 128M or 1G") from None
-    if value < 0 or value != int(value):
-        raise ValueError(f"size {text!r} must be a whole, non-negative number of bytes")
+    """Bytes from a size written as nccl-tests' ``-b``/``-e``/``-i`` read it.
+
+    A number (``8``, ``0.3``, ``1e3``) and an optional K, M or G (powers of 1024);
+    a fractional result is truncated as nccl-tests' cast to ``size_t`` does, so
+    ``0.3K`` is 307 bytes. nan, inf and negative sizes are refused.
+    """
+    if isinstance(text, bool):
+        raise ValueError(f"size {text!r} is not a number of bytes")
+    if isinstance(text, int):
+        value = float(text)
+    else:
+        s = str(text)
+        match = _NUMBER.match(s)
+        unit = s[match.end():].lstrip()[:1].lower() if match else None
+        if match is None or unit not in _UNITS:
+            raise ValueError(f"cannot read size {text!r}: write a number of bytes with an optional "
+                             "K, M or G (powers of 1024), e.g. 8, 0.3K, 64K, 128M, 1G")
+        value = float(match.group(1)) * _UNITS[unit]
+    if math.isnan(value) or math.isinf(value) or value < 0:
+        raise ValueError(f"size {text!r} must be a finite, non-negative number of bytes")
     return int(value)
 
 
 def size_steps(min_bytes: int, max_bytes: int, factor: float | None = 2,
                step: int | None = None) -> list[int]:
-    """Sizes from ``min_bytes`` to ``max_bytes``: multiplied by ``factor``, or plus ``step`` bytes."""
-    if min_bytes <= 0 or max_bytes < min_bytes:
-        raise ValueError(f"need 0 < min_bytes <= max_bytes, got {min_bytes} and {max_bytes}")
+    """Sizes from ``min_bytes`` to ``max_bytes``: times ``factor``, or plus ``step`` bytes.
+
+    As nccl-tests' size loop: each size is the previous one times the factor (truncated
+    to whole bytes) or plus the step. A factor that would repeat a size is refused.
+    """
+    if max_bytes < min_bytes:
+        raise ValueError(f"the smallest size (-b, min_bytes={min_bytes}) is larger than the largest "
+                         f"(-e, max_bytes={max_bytes}): swap them")
     if step:
+        if step < 0:
+            raise ValueError(f"step (-i) must be a positive number of bytes, not {step}")
         return list(range(min_bytes, max_bytes + 1, int(step)))
-    if not factor or factor <= 1:
-        raise ValueError("give factor > 1 (sizes multiply) or step > 0 (sizes add)")
+    if factor is None or not math.isfinite(factor) or factor <= 1:
+        raise ValueError(f"factor (-f) must be a finite number above 1 (sizes multiply), or give a "
+                         f"step in bytes (-i) so sizes add; got {factor}")
+    if min_bytes <= 0:
+        raise ValueError("sizes that multiply cannot start at 0 bytes (0 x factor stays 0): "
+                         "start at -b 1 or more, or add a step with -i")
     sizes, size = [], min_bytes
     while size <= max_bytes:
-        sizes.append(int(size))
-        size *= factor
+        sizes.append(size)
+        nxt = int(size * factor)
+        if nxt <= size:
+            raise ValueError(f"factor (-f) {factor:g} repeats the size {size} ({size} x {factor:g} rounds "
+                             f"to {nxt} bytes): use a factor of at least {(size + 1) / size:.3g}, or a "
+                             "larger -b")
+        size = nxt
     return sizes
 
 

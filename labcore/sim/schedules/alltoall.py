@@ -1,6 +1,6 @@
-"""Pairwise all-to-all: in step s (1..p-1) every rank r sends its block for rank r+s and receives
-the block from rank r-s, so each step is a permutation (p-1 steps of n/p bytes; MPICH's
-pairwise exchange, written with (r+s) mod p so any p works).
+"""Pairwise all-to-all: in step s (1..n-1) every rank r sends its block for rank r+s and receives
+the block from rank r-s, so each step is a permutation (n-1 steps of S/n bytes for n ranks and
+S bytes per rank; MPICH's pairwise exchange, written with (r+s) mod n so any n works).
 
 Example
 -------

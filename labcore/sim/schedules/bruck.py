@@ -3,13 +3,13 @@
 Bruck all-gather (Bruck et al. 1997; MPICH's all-gather for short messages and
 non-powers of two): in round k every rank r receives from rank r + 2^k all the
 chunks that rank has collected so far (at most 2^k, fewer in the last round),
-so after ceil(log2 p) rounds everybody holds every chunk. Cost:
-ceil(log2 p) alpha + (p-1)/p n beta, the ring's bandwidth with log latency.
+so after ceil(log2 n) rounds everybody holds every chunk of the n ranks. Cost:
+ceil(log2 n) alpha + (n-1)/n S beta, the ring's bandwidth with log latency.
 
 Run the same rounds backwards, with the arrows reversed and each receiver
 adding instead of copying, and every chunk's contributions flow down the same
-paths to its owner: a reduce-scatter with cost ceil(log2 p) alpha +
-(p-1)/p n (beta + gamma), like MPICH's recursive halving but for any p.
+paths to its owner: a reduce-scatter with cost ceil(log2 n) alpha +
+(n-1)/n S (beta + gamma), like MPICH's recursive halving but for any n.
 
 Example
 -------
@@ -33,7 +33,7 @@ def _rounds(p: int):
 
 
 def bruck_all_gather(ranks: int, nbytes: float) -> Schedule:
-    """Bruck all-gather: ceil(log2 p) rounds; round k moves min(2^k, p-2^k) chunks per rank."""
+    """Bruck all-gather: ceil(log2 n) rounds; round k moves min(2^k, n-2^k) chunks per rank."""
     p = ranks
     r = np.arange(p)[:, None]
     parts = Parts()

@@ -1,17 +1,17 @@
 """Recursive doubling and Rabenseifner all-reduce, for any number of ranks.
 
-Both work on a power of two p' = 2^floor(log2 p) ranks. With r = p - p' extra
+Both work on a power of two n' = 2^floor(log2 n) of the n ranks. With r = n - n' extra
 ranks they do what MPICH does: first, among ranks 0..2r-1 every even rank sends
 its whole buffer to the odd rank above it, which reduces and takes part in the
 main phase while the even rank waits; at the end the odd rank sends the result
 back (one extra step before and after, a full buffer each).
 
 * Recursive doubling: in round k every rank swaps its whole buffer with the rank
-  2^k away and both reduce: log2 p' rounds of n bytes (short messages).
+  2^k away and both reduce: log2 n' rounds of the S bytes (short messages).
 * Rabenseifner: a recursive-halving reduce-scatter (round k swaps half of the
-  current range with the rank p'/2^(k+1) away, n/2, n/4, ... bytes) then a
-  recursive-doubling all-gather that reverses it: 2 log2 p' rounds moving
-  2(p'-1)/p' n bytes in all (long messages).
+  current range with the rank n'/2^(k+1) away, S/2, S/4, ... bytes) then a
+  recursive-doubling all-gather that reverses it: 2 log2 n' rounds moving
+  2(n'-1)/n' S bytes in all (long messages).
 
 Thakur, Rabenseifner and Gropp, IJHPCA 19(1), 2005.
 
@@ -29,7 +29,7 @@ from labcore.sim.trace import Layout, Schedule
 
 
 def _fold(ranks: int) -> tuple[int, int, np.ndarray]:
-    """(p', r, real): the power of two, the extra ranks, and the real rank of each virtual rank."""
+    """(n', r, real): the power of two, the extra ranks, and the real rank of each virtual rank."""
     pp = 1 << (ranks.bit_length() - 1)
     r = ranks - pp
     real = np.array([2 * v + 1 if v < r else v + r for v in range(pp)], dtype=np.int64)
@@ -52,7 +52,7 @@ def _post(parts: Parts, r: int, chunks: int, step: int) -> None:
 
 
 def recursive_doubling_all_reduce(ranks: int, nbytes: float) -> Schedule:
-    """Recursive-doubling all-reduce: log2 p' rounds swapping the whole buffer (+2 steps if p is not 2^k)."""
+    """Recursive-doubling all-reduce: log2 n' rounds swapping the whole buffer (+2 steps if n is not 2^k)."""
     pp, r, real = _fold(ranks)
     parts = Parts()
     step = _pre(parts, r, 1)
@@ -65,7 +65,7 @@ def recursive_doubling_all_reduce(ranks: int, nbytes: float) -> Schedule:
 
 
 def rabenseifner_all_reduce(ranks: int, nbytes: float) -> Schedule:
-    """Rabenseifner: recursive-halving reduce-scatter then recursive-doubling all-gather, p' chunks."""
+    """Rabenseifner: recursive-halving reduce-scatter then recursive-doubling all-gather, n' chunks."""
     pp, r, real = _fold(ranks)
     L = pp.bit_length() - 1
     parts = Parts()

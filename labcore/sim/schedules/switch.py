@@ -2,14 +2,14 @@
 
 * ``in_network`` (SHARP-style): every rank sends piece j of its buffer up to the
   switch, which reduces the p copies and multicasts the sum back down: k+1 steps
-  of n/k bytes, each rank sending n and receiving n in all (instead of the
-  ring's 2(p-1)/p n each way). busbw can exceed the link bandwidth.
+  of S/k bytes, each rank sending S and receiving S in all (instead of the
+  ring's 2(n-1)/n S each way, n ranks). busbw can exceed the link bandwidth.
 * ``nvls`` (NVLink SHARP on an NVSwitch, as NCCL drives it): piece j is split in
   p segments; every rank pushes its piece to the switch, which reduces (the
   multimem load-reduce), each rank fetches its reduced segment and stores it
   back to the switch, which multicasts it to the other ranks (the multimem
-  store). Per rank n(1+1/p) bytes go up and n down, so algbw tends to
-  bandwidth x p/(p+1): the relation algbw = busbw-related n/(n+1) that
+  store). Per rank S(1+1/n) bytes go up and S down, so algbw tends to
+  bandwidth x n/(n+1): the relation algbw = busbw-related n/(n+1) that
   nccl-tests' maintainers give for NVLS (nccl-tests issue 239).
 
 The switch is agent ``ranks`` (its buffer starts empty).

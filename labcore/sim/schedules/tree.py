@@ -2,23 +2,24 @@
 
 Binomial tree (MPICH's broadcast/reduce for short messages): in round k the
 ranks that already hold the data (relative ranks below 2^k) send it to the
-rank 2^k further; ceil(log2 p) rounds of the whole buffer.
+rank 2^k further; ceil(log2 n) rounds of the whole buffer (n ranks, S bytes).
 
 Binary tree all-reduce (NCCL's Tree algorithm): the buffer is cut in k pieces
 that flow up the tree (children reduce into their parent) and, once reduced at
 the root, back down, pipelined so that many pieces are in flight: 2D + k - 1
-steps of n/k bytes for a tree of depth D.
+steps of S/k bytes for a tree of depth D.
 
-NCCL's tree (src/graph/trees.cc, NCCL 2.30.7): rank r's parent is found from
-its lowest set bit b: r with b cleared and 2b set, or r with b cleared when that
-is past the last rank; rank 0 is the root, with a single child. Leaves are the
-odd ranks. The double binary tree runs a second tree, the mirror image
-(r -> p-1-r) for even p or the same tree shifted by one rank for odd p, so a
-rank that is a leaf in one tree is inside the other; each tree carries half
-the data on its own channel (Sanders, Speck and Traeff 2009: two trees give up
-to twice the bandwidth of one). NCCL builds these trees across *nodes* (one
-rank per node, a chain inside each node); here they span all ranks, which is
-NCCL's layout when every node has one GPU.
+NCCL's trees (see :mod:`labcore.sim.trees`): a binary tree with the odd ranks
+as leaves, and for the double binary tree its mirror image, so that a rank that
+is a leaf in one tree is inside the other; each tree carries half the data on
+its own channel (Sanders, Speck and Traeff 2009: two trees give up to twice the
+bandwidth of one). With ``gpus_per_node=g`` the trees are NCCL's multi-node
+ones: built over the *nodes*, with the g GPUs of a node chained inside it (the
+chain follows the channel's ring order; its first GPU talks to the other nodes).
+Without it the trees span the ranks, which is NCCL's layout when every node
+has one GPU. With ``channels=C`` the buffer is cut in C slices, each carried
+by its own tree (or pair of trees) whose chains start at a different GPU: across
+nodes every channel uses its own NICs.
 
 Example
 -------
@@ -35,36 +36,12 @@ import numpy as np
 
 from labcore.sim.cost import default_pipeline
 from labcore.sim.schedules._parts import Parts
+from labcore.sim.schedules.ring import orders
 from labcore.sim.trace import Layout, Schedule
+from labcore.sim.trees import depths, mirrored_parents, nccl_tree_parents, tree_shapes
 
-
-def nccl_tree_parents(ranks: int) -> tuple[int, ...]:
-    """Parent of every rank in NCCL's binary tree (-1 for the root, rank 0)."""
-    parents = [-1] * ranks
-    for r in range(1, ranks):
-        low = r & -r
-        up = (r ^ low) | (low << 1)
-        parents[r] = up if up < ranks else r ^ low
-    return tuple(parents)
-
-
-def mirrored_parents(parents: tuple[int, ...]) -> tuple[int, ...]:
-    """The second tree of NCCL's double binary tree: mirrored (even p) or shifted by one (odd p)."""
-    p = len(parents)
-    if p % 2 == 0:
-        return tuple(-1 if parents[p - 1 - r] < 0 else p - 1 - parents[p - 1 - r] for r in range(p))
-    return tuple(-1 if parents[(r - 1) % p] < 0 else (parents[(r - 1) % p] + 1) % p for r in range(p))
-
-
-def depths(parents: tuple[int, ...]) -> np.ndarray:
-    """Distance of every rank from the root."""
-    d = np.zeros(len(parents), dtype=np.int64)
-    for r in range(len(parents)):
-        v = r
-        while parents[v] >= 0:
-            d[r] += 1
-            v = parents[v]
-    return d
+__all__ = ["nccl_tree_parents", "mirrored_parents", "depths", "tree_shapes", "tree_all_reduce",
+           "double_tree_all_reduce", "binomial_broadcast", "binomial_reduce"]
 
 
 def _pipelined_tree(parts: Parts, parents, pieces: np.ndarray, channel: int) -> None:
@@ -84,26 +61,39 @@ def _pipelined_tree(parts: Parts, parents, pieces: np.ndarray, channel: int) -> 
               label="broadcast down")
 
 
-def tree_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None) -> Schedule:
-    """Binary-tree all-reduce (NCCL's tree), the buffer pipelined in k = ``pipeline`` pieces."""
+def _tree_all_reduce(ranks: int, nbytes: float, pipeline, gpus_per_node, channels, order, double: bool) -> Schedule:
     k = default_pipeline(nbytes) if pipeline is None else max(1, int(pipeline))
-    parents = nccl_tree_parents(ranks)
+    trees = tree_shapes(ranks, double, gpus_per_node, orders(ranks, order, channels))
     parts = Parts()
-    _pipelined_tree(parts, parents, np.arange(k), 0)
-    return parts.schedule("all_reduce", "tree", ranks, nbytes, k, layout=Layout("tree", parents=(parents,)),
-                          params={"pipeline": k})
+    for t, parents in enumerate(trees):             # tree t carries chunks t*k .. t*k+k-1 on channel t
+        _pipelined_tree(parts, parents, t * k + np.arange(k), t)
+    per = 2 if double else 1
+    g = gpus_per_node or 1
+    if g > 1:
+        layout = Layout("hierarchical", order=tuple(range(g)), nodes=tuple((np.arange(ranks) // g).tolist()),
+                        parents=tuple(trees[:per]))
+    else:
+        layout = Layout("tree", parents=tuple(trees[:per]))
+    return parts.schedule("all_reduce", "double_tree" if double else "tree", ranks, nbytes, len(trees) * k,
+                          layout=layout, params={"pipeline": k, "channels": len(trees) // per,
+                                                 "gpus_per_node": g}, distinct=True)
 
 
-def double_tree_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None) -> Schedule:
-    """NCCL's double binary tree: two complementary trees, each with half the data in k pieces."""
-    k = default_pipeline(nbytes) if pipeline is None else max(1, int(pipeline))
-    t0 = nccl_tree_parents(ranks)
-    t1 = mirrored_parents(t0)
-    parts = Parts()
-    _pipelined_tree(parts, t0, np.arange(k), 0)
-    _pipelined_tree(parts, t1, k + np.arange(k), 1)
-    return parts.schedule("all_reduce", "double_tree", ranks, nbytes, 2 * k, layout=Layout("tree", parents=(t0, t1)),
-                          params={"pipeline": k})
+def tree_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None, gpus_per_node: int | None = None,
+                    channels: int = 1, order=None) -> Schedule:
+    """Binary-tree all-reduce (NCCL's tree), the buffer pipelined in k = ``pipeline`` pieces.
+
+    ``gpus_per_node``: NCCL's multi-node tree (over nodes, chains inside); ``channels`` trees at once,
+    their chains following ``order`` (one ring per channel).
+    """
+    return _tree_all_reduce(ranks, nbytes, pipeline, gpus_per_node, channels, order, double=False)
+
+
+def double_tree_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None,
+                           gpus_per_node: int | None = None, channels: int = 1, order=None) -> Schedule:
+    """NCCL's double binary tree: two complementary trees, each with half the data in k pieces
+    (options as :func:`tree_all_reduce`; every channel runs its own pair)."""
+    return _tree_all_reduce(ranks, nbytes, pipeline, gpus_per_node, channels, order, double=True)
 
 
 def _binomial_parents(ranks: int, root: int) -> tuple[int, ...]:
@@ -114,7 +104,7 @@ def _binomial_parents(ranks: int, root: int) -> tuple[int, ...]:
 
 
 def binomial_broadcast(ranks: int, nbytes: float, root: int = 0) -> Schedule:
-    """Binomial-tree broadcast: ceil(log2 p) rounds, the whole buffer each."""
+    """Binomial-tree broadcast: ceil(log2 n) rounds, the whole buffer each."""
     parts = Parts()
     for k in range(math.ceil(math.log2(ranks)) if ranks > 1 else 0):
         v = np.arange(1 << k)

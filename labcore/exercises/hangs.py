@@ -1,0 +1,258 @@
+"""Exercises for notebook 09, the hang clinic: name the culprit rank and the cause.
+
+Each question is a case from :mod:`labcore.exercises.hang_cases` with the culprit
+hidden. ``q.run(cluster)`` runs it live on the ranks, with the flight recorder on,
+and prints what a person on call would have: the lab's hang report, torch's
+flight-recorder analysis and, for the slow case, a rerun with more time. The
+answer is ``(rank, cause)`` with a cause from :data:`CAUSES`, or
+``(None, "straggler")`` when no rank has a bug.
+
+- :data:`q_shapes`: mismatched tensor lengths (a rank that finished is not the culprit);
+- :data:`q_skip`: one rank skipped the collective;
+- :data:`q_straggler`: one rank is slow; nothing hangs.
+
+Before ``run``, a question is about its default case (culprit as in the notebook's
+own demonstration), so ``check`` always has something to check against.
+
+Example
+-------
+>>> q_skip.check((2, "skipped collective"))
+Who hangs the all_reduce?: correct!
+>>> q_skip.evaluate((0, "skipped collective")).status
+'incorrect'
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from labcore.exercises.core import Exercise, Incorrect, NotAttempted, _is_blank
+
+__all__ = ["CAUSES", "Mystery", "q_shapes", "q_skip", "q_straggler"]
+
+#: The causes an answer may name (the clinic's cases).
+CAUSES = ("mismatched ops", "mismatched shapes", "skipped collective", "wrong order",
+          "p2p deadlock", "crashed", "straggler")
+
+
+@dataclass
+class Mystery:
+    """One case with its truth (for the check) and what the ranks produced (for the learner).
+
+    Attributes
+    ----------
+    cause : str
+        The case's cause, one of :data:`CAUSES`.
+    culprit : int or None
+        The rank whose code has the bug; None when no rank has one (a straggler).
+    slow : int or None
+        The rank that is merely slow (straggler case).
+    finished : list[int]
+        Ranks that returned before the deadline in the run that hung.
+    evidence : list[str]
+        What the learner reads: hang report, flight-recorder analysis, rerun.
+    live : bool
+        Whether the evidence was produced on the ranks (False: the default case).
+    """
+
+    cause: str
+    culprit: int | None = field(repr=False)
+    finished: list = field(default_factory=list)
+    slow: int | None = None
+    evidence: list = field(default_factory=list)
+    live: bool = False
+
+    def __str__(self) -> str:
+        return "\n\n".join(self.evidence) if self.evidence else "(the default case: run q.run(cluster))"
+
+
+def _check_cluster(cluster) -> None:
+    from labcore.live import flight
+
+    if cluster.world_size < 3:
+        raise ValueError(f"the clinic's questions need at least 3 ranks (an odd one out among "
+                         f"others), this cluster has {cluster.world_size}: use lc.Cluster(4, ...)")
+    if not cluster.env.get("TORCH_FR_BUFFER_SIZE"):
+        raise ValueError("the questions show torch's flight recorder: create the cluster with "
+                         "lc.Cluster(4, env=labcore.live.flight.ENV)")
+
+
+def _evidence(fa) -> list[str]:
+    parts = []
+    if fa.error is not None:
+        parts.append(f"The call raised {type(fa.error).__name__}:\n{fa.error.report}"
+                     if hasattr(fa.error, "report") else f"The call raised {type(fa.error).__name__}: {fa.error}")
+    parts.append(str(fa))
+    return parts
+
+
+class _Diagnosis(Exercise):
+    """Name ``(rank, cause)`` for a case run live (``run``) or for its default case."""
+
+    expects = "a pair (rank, cause), e.g. (1, 'wrong order')"
+
+    def __init__(self, title: str, prompt: str, *, cause: str, default: Mystery, case_kwargs: dict,
+                 timeout_s: float, **kwargs):
+        super().__init__(title, prompt, **kwargs)
+        self.cause = cause
+        self.mystery = default
+        self.case_kwargs = case_kwargs
+        self.timeout_s = timeout_s
+
+    def run(self, cluster, seed: int | None = None) -> None:
+        """Run the case on ``cluster``'s ranks with a hidden culprit; print the evidence.
+
+        The case and its truth are kept in ``self.mystery`` for the check.
+        """
+        from labcore.exercises import hang_cases
+        from labcore.live import flight
+
+        _check_cluster(cluster)
+        rank = random.Random(seed).randrange(1, cluster.world_size)
+        fa = flight.record(cluster, hang_cases.CASES[self.cause], culprit=rank,
+                           timeout=self.timeout_s, **self.case_kwargs)
+        finished = list(getattr(getattr(fa.error, "report", None), "finished", []))
+        self.mystery = Mystery(self.cause, rank, finished, evidence=_evidence(fa), live=True)
+        print(self.mystery)
+
+    def _parse(self, answer):
+        if _is_blank(answer):
+            raise NotAttempted()
+        if not isinstance(answer, (tuple, list)) or len(answer) != 2:
+            raise Incorrect(f"answer with a pair (rank, cause), e.g. (1, 'wrong order'); got {answer!r}.")
+        rank, cause = answer
+        if _is_blank(rank) or _is_blank(cause):
+            raise NotAttempted()
+        if cause not in CAUSES:
+            raise Incorrect(f"the cause must be one of {', '.join(repr(c) for c in CAUSES)}; got {cause!r}.")
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)):
+            raise Incorrect(f"the rank must be an int (or None if no rank has a bug); got {rank!r}.")
+        return rank, cause
+
+    def _check(self, answer, **context):
+        rank, cause = self._parse(answer)
+        m = self.mystery
+        if rank == m.culprit and cause == m.cause:
+            return None
+        self._diagnose(rank, cause, m)
+        if rank != m.culprit:
+            raise Incorrect("not that rank: read the evidence again.")
+        if rank is None:
+            raise Incorrect(f"no rank has a bug indeed, but then the cause is not {cause!r}.")
+        raise Incorrect(f"right rank, wrong cause: {cause!r} is not what the evidence shows.")
+
+    def _diagnose(self, rank, cause, m: Mystery) -> None:
+        """Raise a targeted :class:`Incorrect` for a known mistake (subclasses)."""
+
+
+class _ShapesDiagnosis(_Diagnosis):
+    def _diagnose(self, rank, cause, m):
+        if rank is not None and rank != m.culprit and rank in m.finished:
+            raise Incorrect(f"rank {rank} returned from the call. Finishing first is not the same as "
+                            "being wrong: compare what each rank passed to the collective "
+                            "(the flight recorder's input sizes).")
+        if rank is None:
+            raise Incorrect("something does hang here: the hang report shows a rank that never returned.")
+        if rank == m.culprit and cause in ("skipped collective", "crashed", "straggler"):
+            raise Incorrect(f"rank {rank} did enter the all_reduce (see the flight recorder) and is "
+                            "still in it: look at what it entered with.")
+
+
+class _SkipDiagnosis(_Diagnosis):
+    def _diagnose(self, rank, cause, m):
+        if rank is None:
+            raise Incorrect("something does hang here: ranks wait in a collective that never completes.")
+        if rank != m.culprit and rank not in m.finished:
+            raise Incorrect(f"rank {rank} is waiting inside the all_reduce, like most ranks: a waiting "
+                            "rank is a victim. Which rank is not in it?")
+        if rank == m.culprit and cause == "crashed":
+            raise Incorrect(f"rank {rank} did not die: the cluster would have raised RankDied at once. "
+                            "What does the hang report say it did?")
+        if rank == m.culprit and cause == "straggler":
+            raise Incorrect(f"rank {rank} is not busy elsewhere: the hang report lists it as finished. "
+                            "More time would not help.")
+
+
+class _StragglerDiagnosis(_Diagnosis):
+    def run(self, cluster, seed: int | None = None) -> None:
+        """Run the slow case twice: with the short timeout (it "hangs"), then with more time."""
+        import time
+
+        from labcore.exercises import hang_cases
+        from labcore.live import flight
+
+        _check_cluster(cluster)
+        slow = random.Random(seed).randrange(1, cluster.world_size)
+        delay = self.case_kwargs["delay_s"]
+        fa = flight.record(cluster, hang_cases.straggler, culprit=slow, delay_s=delay, timeout=self.timeout_s)
+        finished = list(getattr(getattr(fa.error, "report", None), "finished", []))
+        start = time.monotonic()
+        results = cluster.call(hang_cases.straggler, kwargs=dict(culprit=slow, delay_s=delay),
+                               timeout=delay + 10 * self.timeout_s)
+        rerun = (f"Rerun with timeout={delay + 10 * self.timeout_s:g} s: every rank returned after "
+                 f"{time.monotonic() - start:.1f} s, all-reduced value {results[0][0]:g} on every rank.")
+        self.mystery = Mystery("straggler", None, finished, slow=slow,
+                               evidence=_evidence(fa) + [rerun], live=True)
+        print(self.mystery)
+
+    def _diagnose(self, rank, cause, m):
+        if rank is not None and rank == m.slow:
+            raise Incorrect(f"rank {rank} is slow, not stuck: in the first run it was still computing "
+                            "(its stack is not in a collective), and with more time it joined. "
+                            "Is there a bug to fix in any rank's code?")
+        if rank is not None:
+            raise Incorrect(f"rank {rank} waited in the all_reduce like the others, and it completed "
+                            "in the rerun.")
+
+
+q_shapes = _ShapesDiagnosis(
+    "Who hangs the all_reduce? (shapes)",
+    "One rank's code is wrong. Run q_shapes.run(cl) to see a hang report and torch's flight-recorder "
+    "analysis from the ranks, then answer (rank, cause), cause one of labcore.exercises.hangs.CAUSES.",
+    cause="mismatched shapes", default=Mystery("mismatched shapes", 3, [0, 1, 2]),
+    case_kwargs=dict(length=8), timeout_s=3.0,
+    hints=["Which ranks returned is a symptom of gloo's algorithm, not of who is wrong.",
+           "The flight recorder lists, per rank, the collective it last entered and with what input "
+           "sizes. Is one rank unlike the others?"],
+    solution="The odd one out: the rank whose all_reduce input sizes differ from every other rank's "
+             "(the flight recorder's 'input sizes'; torch's analyzer reports SIZE_OR_SYNTAX_MISMATCH "
+             "with 'Culprit rank N'). Answer (that rank, 'mismatched shapes'). On gloo the ranks with "
+             "the shorter tensor may return, with wrong values, while the longer one waits for data "
+             "that never comes.",
+    correct_example=(3, "mismatched shapes"),
+    wrong_examples=[(0, "mismatched shapes"), (3, "skipped collective"), (None, "straggler")],
+)
+
+q_skip = _SkipDiagnosis(
+    "Who hangs the all_reduce?",
+    "One rank's code is wrong. Run q_skip.run(cl) to see a hang report and torch's flight-recorder "
+    "analysis from the ranks, then answer (rank, cause), cause one of labcore.exercises.hangs.CAUSES.",
+    cause="skipped collective", default=Mystery("skipped collective", 2, [2]),
+    case_kwargs={}, timeout_s=3.0,
+    hints=["Most ranks are inside the same all_reduce. Which rank is not, and where is it?",
+           "torch's analyzer says 'Not all ranks joining collective' and lists the missing ranks; the "
+           "hang report says whether that rank died, is still busy, or returned."],
+    solution="The missing rank of fr_trace's 'Not all ranks joining collective' is the culprit; the hang "
+             "report lists it as finished (not dead: no RankDied; not busy: it returned), so it skipped "
+             "the collective: (that rank, 'skipped collective'). The fix: decide collectively (e.g. "
+             "all-reduce the token count first) or always call the collective.",
+    correct_example=(2, "skipped collective"),
+    wrong_examples=[(0, "skipped collective"), (2, "crashed"), (2, "straggler"), (None, "straggler")],
+)
+
+q_straggler = _StragglerDiagnosis(
+    "Hang or straggler?",
+    "Run q_straggler.run(cl): a call that timed out, torch's flight-recorder analysis, and the same "
+    "call rerun with more time. Answer (rank, cause) for the rank whose code must change, or "
+    "(None, 'straggler') if no rank has a bug.",
+    cause="straggler", default=Mystery("straggler", None, [], slow=3),
+    case_kwargs=dict(delay_s=3.0), timeout_s=2.0,
+    hints=["In the first run, where is the rank the others wait for: inside a collective, or not?",
+           "What changed in the rerun besides the timeout?"],
+    solution="(None, 'straggler'): the slow rank was computing (its stack is in time.sleep, not in a "
+             "collective), the flight recorder shows it had not yet entered the all_reduce, and with a "
+             "longer timeout every rank returned the right sum. Nothing to fix in the code; find why "
+             "that rank is slow (data loading, a throttled or shared core) or allow more time.",
+    correct_example=(None, "straggler"),
+    wrong_examples=[(3, "skipped collective"), (3, "straggler"), (0, "mismatched ops")],
+)

@@ -1,0 +1,100 @@
+"""Input checks shared by ``sweep`` and the CLI: every request is checked before a rank starts.
+
+Each check raises ``ValueError`` with one sentence that names the problem and the fix;
+the CLI prints it as one line and exits 2.
+
+Example
+-------
+>>> from labcore.live.bench.checks import check_sizes
+>>> check_sizes("all_gather", [8, 16], nranks=4, itemsize=4)
+Traceback (most recent call last):
+...
+ValueError: every size is too small for all_gather on 4 ranks of 4-byte elements: each rank's share rounds down to 0 elements (nccl-tests rounds it down to a multiple of 16 bytes); make the largest size (-e, max_bytes) at least 64 bytes
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from labcore.live.bench import ops as _ops
+
+def check_ranks(nranks, flag: str = "world_size") -> int:
+    """``nranks`` as an int, if at least 1 and within what this machine holds
+    (:func:`labcore.live.sysinfo.rank_limit`, the same limit a Cluster applies)."""
+    from labcore.live.sysinfo import LIMIT_ENV, rank_limit
+
+    if isinstance(nranks, bool) or not isinstance(nranks, int) or nranks < 1:
+        raise ValueError(f"{flag} must be a whole number of ranks >= 1, not {nranks!r}")
+    limit, why = rank_limit()
+    if nranks > limit:
+        raise ValueError(f"{flag} {nranks} is more ranks than this machine can hold ({why}); use at "
+                         f"most {limit}, or set {LIMIT_ENV}={nranks} to try anyway")
+    return nranks
+
+
+def check_counts(warmup, iters, repeats=1) -> None:
+    """Warm-up calls >= 0, timed calls >= 1, repeats >= 1 (whole numbers)."""
+    for name, flag, value, least in (("warmup", "-w", warmup, 0), ("iters", "-n", iters, 1),
+                                     ("repeats", "-N", repeats, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} ({flag}) must be a whole number >= {least}, not {value!r}")
+
+
+def check_collective(op: str, nranks: int, redop: str, root: int) -> str:
+    """The canonical name of ``op`` if it can run on ``nranks`` with ``redop`` and ``root``."""
+    name = _ops.canonical(op)
+    if redop not in _ops.REDOPS:
+        extra = (" (NCCL's premultiplied sum is not in torch.distributed)" if redop == "mulsum" else
+                 " (the lab runs one reduction at a time)" if redop == "all" else "")
+        raise ValueError(f"unknown reduction (-o) {redop!r}{extra}; use one of {', '.join(_ops.REDOPS)}")
+    if name in ("sendrecv", "hypercube") and nranks < 2:
+        raise ValueError(f"{name} needs at least 2 ranks: use -g 2 (world_size=2) or more")
+    if name in _ops.OPS and _ops.OPS[name].power_of_two and nranks & (nranks - 1):
+        raise ValueError(f"{name} needs a power-of-two number of ranks (nccl-tests skips others), "
+                         f"not {nranks}: use -g {1 << (nranks.bit_length() - 1)}")
+    if name in _ops.OPS and _ops.OPS[name].rooted and not 0 <= root < nranks:
+        raise ValueError(f"root (-r) must be a rank between 0 and {nranks - 1}, not {root}")
+    return name
+
+
+def check_sizes(op: str, sizes: list[int], nranks: int, itemsize: int) -> None:
+    """Refuse a sweep in which no size moves any data, or one that repeats a size."""
+    name = _ops.canonical(op)
+    if name == _ops.BARRIER or not sizes:
+        return
+    bad = [s for s in sizes if not isinstance(s, int) or s < 0]
+    if bad:
+        raise ValueError(f"sizes must be whole, non-negative numbers of bytes, not {bad[0]!r}")
+    if len(set(sizes)) != len(sizes):
+        raise ValueError("the sweep lists a size more than once: use a factor (-f) > 1 or a step (-i) > 0")
+    spec = _ops.OPS[name]
+    if all(spec.layout(s, nranks, itemsize).count == 0 for s in sizes):
+        need = spec.smallest_size(nranks, itemsize)
+        why = (f"each rank's share rounds down to 0 elements (nccl-tests rounds it down to a "
+               f"multiple of {_ops.ALIGN_BYTES} bytes)" if spec.chunked else
+               f"a {itemsize}-byte element does not fit")
+        raise ValueError(f"every size is too small for {name} on {nranks} ranks of {itemsize}-byte "
+                         f"elements: {why}; make the largest size (-e, max_bytes) at least {need} bytes")
+
+
+def check_factor(factor) -> None:
+    if factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float))
+                               or not math.isfinite(factor)):
+        raise ValueError(f"factor (-f) must be a finite number above 1, not {factor!r}")
+
+
+def check_writable(path) -> Path:
+    """``path`` can be written now (checked before measuring, so results are never lost)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"cannot save to {path}: it is a folder; give a file name such as {path / 'sweep.json'}")
+    existed = path.exists()
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"cannot write {path} ({exc.strerror}): choose a path in a folder you can "
+                         "write to") from None
+    if not existed:
+        path.unlink()
+    return path

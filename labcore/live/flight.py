@@ -1,0 +1,373 @@
+"""torch's flight recorder on a lab cluster: every rank's dump, one analysis by torch's own fr_trace.
+
+With ``TORCH_FR_BUFFER_SIZE=N`` each rank keeps its last N collectives in a ring
+buffer: group, sequence number, op, sizes, dtypes and the Python stack that issued
+it. Under NCCL the watchdog writes that buffer to ``TORCH_FR_DUMP_TEMP_FILE<rank>``
+when a collective times out (``TORCH_NCCL_DUMP_ON_TIMEOUT=1``), and torch's analyzer
+(``python -m torch.distributed.flight_recorder.fr_trace DIR``) reads the dumps of
+all ranks to find the first collective the ranks disagree on.
+
+torch 2.13's gloo records the same entries but (checked in the lab) writes no dump
+when its own timeout fires, and leaves the dump's group table (``pg_config``)
+empty, which fr_trace needs to know which ranks belong to which group. So
+:func:`record` runs a function on every rank with a small watchdog thread that
+dumps the buffer once the call has run ``dump_after_s`` (and again whenever it
+changes, and at the end), with the group table filled in from
+``torch.distributed``; then it runs torch's analyzer on the dumps. The dumps live
+in a temporary folder that is removed before :func:`record` returns.
+
+Example
+-------
+>>> import labcore as lc
+>>> from labcore.live import flight
+>>> from labcore.exercises import hang_cases
+>>> with lc.Cluster(4, backend="gloo", timeout=3, env=flight.ENV) as cl:   # doctest: +SKIP
+...     fa = flight.record(cl, hang_cases.skipped_collective, culprit=2)
+>>> fa.culprits                                                               # doctest: +SKIP
+[2]
+"""
+from __future__ import annotations
+
+import io
+import logging
+import math
+import os
+import pickle
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+from labcore.live.errors import ClusterError
+
+__all__ = ["ENV", "PREFIX", "FlightAnalysis", "record", "analyze", "dump"]
+
+#: The cluster environment that turns the recorder on (entries kept per rank).
+ENV = {"TORCH_FR_BUFFER_SIZE": "1000"}
+#: Dump file names: PREFIX + global rank, as fr_trace expects.
+PREFIX = "fr_trace_rank_"
+_POLL_S = 0.05
+
+
+# -- on the ranks ----------------------------------------------------------------------------
+def _group_table() -> dict:
+    """``pg_config`` as NCCL fills it: group name -> its description and global ranks."""
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _world
+
+    table = {}
+    for pg, name in list(_world.pg_names.items()):
+        try:
+            ranks = dist.get_process_group_ranks(pg)
+        except (RuntimeError, ValueError):
+            continue  # a group this rank is not part of
+        table[name] = {"name": name, "desc": getattr(pg, "group_desc", "undefined"), "ranks": str(ranks)}
+    return table
+
+
+def _trace(since_record: int = -1, stacks: bool = True) -> dict:
+    import torch
+
+    trace = pickle.loads(torch._C._distributed_c10d._dump_fr_trace(includeStackTraces=stacks))
+    trace["entries"] = [e for e in trace.get("entries", []) if e["record_id"] > since_record]
+    trace["pg_config"] = _group_table()
+    return trace
+
+
+def _progress(trace: dict) -> tuple:
+    """What changes when a collective is enqueued or completes (to skip identical dumps)."""
+    status = trace.get("pg_status", {})
+    return tuple(sorted((k, v.get("last_enqueued_collective"), v.get("last_completed_collective"))
+                        for k, v in status.items())) + (len(trace["entries"]),)
+
+
+def dump(path: str, since_record: int = -1, stacks: bool = True) -> dict:
+    """Write this rank's flight-recorder trace to ``path`` (atomically) and return it.
+
+    Call it on a rank. Entries with ``record_id <= since_record`` (earlier calls on
+    a long-lived rank) are left out. ``stacks=False`` leaves out the Python stack
+    of each entry: the first dump with stacks in a process symbolizes them, which
+    took 0.8 s per rank with 2 ranks and 2.6 s with 4 ranks on a 2-core machine.
+    """
+    trace = _trace(since_record, stacks)
+    partial = os.path.join(os.path.dirname(path), f".partial-{os.getpid()}")
+    with open(partial, "wb") as f:
+        pickle.dump(trace, f)
+    os.replace(partial, path)
+    return trace
+
+
+def _last_record_id() -> int:
+    import torch
+
+    entries = pickle.loads(torch._C._distributed_c10d._dump_fr_trace(includeStackTraces=False))["entries"]
+    return max((e["record_id"] for e in entries), default=-1)
+
+
+def _watch(path: str, since: int, dump_after_s: float, done: threading.Event) -> None:
+    if done.wait(dump_after_s):
+        return
+    last = None
+    while True:
+        trace = _trace(since, stacks=False)
+        if _progress(trace) != last:
+            last = _progress(trace)
+            dump(path, since, stacks=False)
+        if done.wait(_POLL_S * 4):
+            return
+
+
+def _recorded(fn, args, kwargs, folder: str, dump_after_s: float, stacks: bool):
+    """Run ``fn`` on this rank with the recorder's watchdog; always leave a final dump."""
+    import torch.distributed as dist
+
+    if not os.environ.get("TORCH_FR_BUFFER_SIZE"):
+        raise RuntimeError("the flight recorder is off on this rank: create the cluster with "
+                           "env=labcore.live.flight.ENV (TORCH_FR_BUFFER_SIZE)")
+    path = os.path.join(folder, f"{PREFIX}{dist.get_rank()}")
+    since = _last_record_id()
+    done = threading.Event()
+    watchdog = threading.Thread(target=_watch, args=(path, since, dump_after_s, done),
+                                name="labcore-fr-watchdog", daemon=True)
+    watchdog.start()
+    returned = False
+    try:
+        result = fn(*args, **kwargs)
+        returned = True
+        return result
+    finally:
+        done.set()
+        watchdog.join()
+        if returned:
+            _settle(since)
+        dump(path, since, stacks)
+
+
+def _settle(since: int, wait_s: float = 0.5) -> None:
+    """Wait (briefly) until the recorder marks this rank's finished collectives completed.
+
+    gloo marks an entry completed from its own thread, shortly after the call
+    returned to Python; a dump taken at once can still show it pending.
+    """
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        status = _trace(since, stacks=False).get("pg_status", {}).values()
+        if all(s.get("last_completed_collective", -1) >= s.get("last_enqueued_collective", -1)
+               for s in status):
+            return
+        time.sleep(0.01)
+
+
+# -- in the notebook -------------------------------------------------------------------------
+@dataclass
+class FlightAnalysis:
+    """torch's flight-recorder analysis of one call on every rank.
+
+    Attributes
+    ----------
+    world_size : int
+    dumped, missing : list[int]
+        Ranks that left a dump, and ranks that did not (killed before their watchdog
+        wrote one, or never started the call).
+    collectives : list
+        torch's ``Collective`` records (``fr_trace``'s database), in matching order;
+        ``pass_check`` is False where the ranks disagreed.
+    text : str
+        What torch's analyzer printed.
+    last_entered : dict[int, dict]
+        Per rank, the last collective it enqueued: op, sequence number, sizes,
+        whether it completed (from the dump's ``pg_status``).
+    error : Exception or None
+        What the call raised in the notebook (``CollectiveTimeout``, ``RankDied``, ...).
+    elapsed_s : float
+        From the call's start to the analysis being ready.
+    """
+
+    world_size: int
+    dumped: list
+    missing: list
+    collectives: list
+    text: str
+    last_entered: dict = field(default_factory=dict)
+    error: Exception | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def first_mismatch(self):
+        """The first collective torch's analyzer flagged (mismatched or missing ranks), or None."""
+        return next((c for c in self.collectives if not c.pass_check or c.missing_ranks), None)
+
+    @property
+    def torch_culprits(self) -> list[int]:
+        """The ranks torch's analyzer names at the first flagged collective.
+
+        Either the ranks missing from it, or those whose entry differs from the
+        reference rank's (the first rank fr_trace reads; here, rank 0 or the lowest
+        rank that dumped). With no flagged collective: the ranks that left no dump.
+        """
+        c = self.first_mismatch
+        if c is None:
+            return list(self.missing)
+        if c.missing_ranks:
+            return sorted(c.missing_ranks)
+        return sorted(c.mismatch_collectives or {})
+
+    @property
+    def culprits(self) -> list[int]:
+        """:attr:`torch_culprits`, read as a majority vote.
+
+        fr_trace compares every rank with its reference rank and blames those that
+        differ; when it blames more than half of the ranks that dumped, the odd one
+        out is the reference itself.
+        """
+        named = self.torch_culprits
+        c = self.first_mismatch
+        if c is not None and not c.missing_ranks and 2 * len(named) > len(self.dumped):
+            return sorted(set(self.dumped) - set(named))
+        return named
+
+    def __str__(self) -> str:
+        lines = [f"flight recorder: dumps from ranks {self.dumped}"
+                 + (f", none from {self.missing}" if self.missing else "")]
+        for rank in self.dumped:
+            e = self.last_entered.get(rank)
+            if e is None:
+                lines.append(f"  rank {rank}: no collective recorded in this call")
+                continue
+            state = "completed" if e["completed"] else "NOT completed"
+            lines.append(f"  rank {rank}: last entered {e['op']} #{e['seq']} (group {e['group']}, "
+                         f"input sizes {e['input_sizes']}), {state}")
+        c = self.first_mismatch
+        if c is None:
+            lines.append("fr_trace: every recorded collective matched on every rank that dumped.")
+            return "\n".join(lines)
+        if c.missing_ranks:
+            kind = f"ranks {sorted(c.missing_ranks)} never entered it"
+        else:
+            kinds = {m.type_of_mismatch.state.name for m in (c.mismatch_collectives or {}).values()}
+            kind = f"{', '.join(sorted(kinds))} against rank {self.dumped[0]}'s entry, on ranks {self.torch_culprits}"
+        lines.append(f"fr_trace: first mismatch at {c.collective_name} #{c.collective_seq_id} "
+                     f"(group {c.pg_desc}): {kind}")
+        lines.append(f"culprit (majority reading): rank(s) {self.culprits}")
+        return "\n".join(lines)
+
+
+def _last_entered(trace: dict) -> dict | None:
+    entries = [e for e in trace["entries"] if not e.get("is_p2p")] or trace["entries"]
+    if not entries:
+        return None
+    e = entries[-1]
+    name, desc = e["process_group"]
+    done = trace.get("pg_status", {}).get(name, {}).get("last_completed_collective", -1)
+    seq = e["p2p_seq_id"] if e.get("is_p2p") else e["collective_seq_id"]
+    return {"op": e["profiling_name"], "seq": seq, "group": desc, "input_sizes": e["input_sizes"],
+            "completed": bool(not e.get("is_p2p") and done >= e["collective_seq_id"])}
+
+
+def analyze(folder: str, world_size: int) -> FlightAnalysis:
+    """Run torch's fr_trace analyzer on the dumps in ``folder`` (``PREFIX<rank>`` files).
+
+    Ranks without a dump are allowed (``--allow-incomplete-ranks``); they are listed
+    in ``missing``.
+    """
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be a positive int (the ranks that should have dumped), "
+                         f"not {world_size!r}")
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"no dump folder {folder!r}")
+    files = {int(f[len(PREFIX):]): os.path.join(folder, f) for f in os.listdir(folder)
+             if f.startswith(PREFIX) and f[len(PREFIX):].isdigit()}
+    last = {}
+    for rank, path in files.items():
+        with open(path, "rb") as f:
+            entry = _last_entered(pickle.load(f))
+        if entry is not None:
+            last[rank] = entry
+    missing = [r for r in range(world_size) if r not in files]
+    if not files:
+        return FlightAnalysis(world_size, [], missing, [], "no rank left a dump", last)
+    text, collectives = _run_fr_trace(files)
+    return FlightAnalysis(world_size, sorted(files), missing, collectives, text, last)
+
+
+def _run_fr_trace(files: dict[int, str]) -> tuple[str, list]:
+    """torch's analyzer on the dumps in rank order (so rank 0 is its reference), its log captured."""
+    from torch.distributed.flight_recorder.components.fr_logger import FlightRecorderLogger
+
+    log = FlightRecorderLogger().logger
+    buffer = io.StringIO()
+    capture = logging.StreamHandler(buffer)
+    capture.setFormatter(logging.Formatter("%(message)s"))
+    saved, log.handlers = log.handlers, [capture]
+    try:
+        from torch.distributed.flight_recorder.components.builder import build_db
+        from torch.distributed.flight_recorder.components.config_manager import JobConfig
+        from torch.distributed.flight_recorder.components.loader import read_dump
+
+        folder = os.path.dirname(next(iter(files.values())))
+        args = JobConfig().parse_args([folder, "--allow-incomplete-ranks", "-p", PREFIX])
+        details = {os.path.basename(path): read_dump(PREFIX, path) for _, path in sorted(files.items())}
+        version = str(next(iter(details.values()))["version"])
+        db = build_db(details, args, version)
+    finally:
+        log.handlers = saved
+    # builder warns once, at import, that the optional tabulate package is absent
+    text = "\n".join(line for line in buffer.getvalue().splitlines() if not line.startswith("tabulate is"))
+    return text.strip(), list(db.collectives)
+
+
+def record(cluster, fn, *args, dump_after_s: float = 0.5, timeout: float | None = None,
+           stacks: bool = False, **kwargs) -> FlightAnalysis:
+    """Run ``fn(*args, **kwargs)`` on every rank with the flight recorder dumping; analyse the dumps.
+
+    Parameters
+    ----------
+    cluster : labcore.Cluster
+        Created with ``env=flight.ENV`` (or any ``TORCH_FR_BUFFER_SIZE``).
+    fn
+        The per-rank function, as for ``cluster.run``.
+    dump_after_s : float
+        How long the call runs before each rank's watchdog dumps its buffer (then
+        again on every change). Shorter than the call's timeout, so ranks that are
+        stuck, and later killed, leave a dump.
+    timeout : float, optional
+        The call's timeout (default: the cluster's).
+    stacks : bool
+        Keep each entry's Python stack in the final dump of ranks that finish
+        (fr_trace prints it as "collective stack trace"). Off by default: the first
+        such dump in a process costs seconds (see :func:`dump`); watchdog dumps
+        never carry stacks, and the lab's hang report has the stuck ranks' stacks.
+
+    Returns
+    -------
+    FlightAnalysis
+        With ``error`` set to what the call raised (a hang, a dead rank, ...):
+        a failing call is what the recorder is for, so it is not re-raised.
+    """
+    env_size = getattr(cluster, "env", {}).get("TORCH_FR_BUFFER_SIZE", "")
+    if not env_size.isdigit() or int(env_size) < 1:
+        raise ValueError("the flight recorder needs TORCH_FR_BUFFER_SIZE on the ranks: create the "
+                         "cluster with lc.Cluster(n, env=labcore.live.flight.ENV)")
+    call_timeout = cluster.timeout if timeout is None else timeout
+    for name, value in (("dump_after_s", dump_after_s), ("timeout", call_timeout)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value <= 0:
+            raise ValueError(f"{name} must be a positive, finite number of seconds, not {value!r}")
+    if dump_after_s >= call_timeout:
+        raise ValueError(f"dump_after_s ({dump_after_s:g} s) must be shorter than the call's timeout "
+                         f"({call_timeout:g} s), or stuck ranks are killed before they dump")
+    folder = tempfile.mkdtemp(prefix="flight-recorder-")
+    start = time.monotonic()
+    try:
+        error = None
+        try:
+            cluster.call(_recorded, (fn, args, kwargs, folder, float(dump_after_s), bool(stacks)), timeout=call_timeout)
+        except ClusterError as exc:
+            error = exc
+        result = analyze(folder, cluster.world_size)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    result.error = error
+    result.elapsed_s = time.monotonic() - start
+    return result

@@ -1,0 +1,57 @@
+"""NCCL's choice of algorithm and protocol, ported from its cost model.
+
+For every collective, NCCL prices each algorithm (Tree, Ring, CollNetDirect,
+CollNetChain, NVLS, NVLSTree, PAT) with each protocol (LL, LL128, Simple) as
+``latency + bytes / bandwidth`` and runs the cheapest. This package follows
+NVIDIA/nccl **2.30.7, commit 5067397c2676d5aed50042fc39e5c8ee96eb0027**:
+src/graph/tuning.cc (``ncclTopoTuneModel``, ``ncclTopoGetAlgoTime``), src/enqueue.cc
+(``updateCollCostTable``, ``topoGetAlgoInfo``), src/graph/connect.cc (channel counts),
+src/graph/search.cc (how the presets' graphs come about).
+
+- :mod:`~labcore.sim.tuner.constants`: NCCL's tables;
+- :mod:`~labcore.sim.tuner.machine`: :class:`Machine` (what the tuner reads) and :data:`MACHINES`;
+- :mod:`~labcore.sim.tuner.model`: the two stages (:func:`tune`, :func:`options`, :func:`choose`,
+  :func:`launch`);
+- :mod:`~labcore.sim.tuner.report`: :func:`cost_table` (one call, every option),
+  :func:`tuning_table` / :func:`tuning_log` (the TUNING debug output), :func:`sweep`, :func:`crossovers`;
+- :mod:`~labcore.sim.tuner.env`: NCCL_ALGO / NCCL_PROTO strings.
+
+Where the lab differs from NCCL: it assumes one collective per launch and a sum of
+fp32/fp16/bf16 (NCCL also checks the reduction and type for NVLS and CollNet, and
+demotes deep fp8 rings); it takes the topology search's results as inputs instead of
+running the search; it ignores tuner plugins, NCCL_NTHREADS, NCCL_NET_OVERHEAD,
+NCCL_LL128_C2C=0, and the CUDA 11.8 two-rank LL128 exception. This is NCCL's *model*:
+it ranks the options; it does not promise the measured time.
+
+Example
+-------
+>>> m = MACHINES["dgx_h100"]
+>>> predict("all_reduce", 1 << 10, m).name
+'Ring/LL'
+>>> predict("all_reduce", 1 << 30, m).name
+'NVLS/Simple'
+>>> cost_table("all_reduce", 1 << 30, m).query("chosen")["time_us"].round(1).item()
+3972.6
+"""
+from __future__ import annotations
+
+from labcore.sim.tuner.constants import ALGORITHMS, FUNCTIONS, OPS, PROTOCOLS
+from labcore.sim.tuner.machine import MACHINES, Graph, Machine, graphs_from_log
+from labcore.sim.tuner.model import Option, Tuned, choose, launch, options, ring_pipeline, tune
+from labcore.sim.tuner.report import cost_table, crossovers, protocol_table, sweep, tuning_log, tuning_table
+
+predict = choose
+"""NCCL's pick for one call (an :class:`Option` with ``name``, ``time_us``, ...)."""
+table = options
+"""Every (algorithm, protocol) for one call, as :class:`Option` objects."""
+
+SIM_ALGORITHM = {"Ring": "ring", "Tree": "double_tree", "NVLS": "nvls", "NVLSTree": "nvls",
+                 "PAT": "ring", "CollNetDirect": "nvls", "CollNetChain": "nvls"}
+"""Which simulator schedule stands in for each NCCL algorithm (protocols are not simulated;
+the in-switch reduction plays NVLS and CollNet; PAT's Bruck-like exchange has no schedule yet)."""
+
+__all__ = ["ALGORITHMS", "PROTOCOLS", "FUNCTIONS", "OPS", "Machine", "Graph", "MACHINES", "graphs_from_log",
+           "Option", "Tuned",
+           "tune", "options", "choose", "launch", "ring_pipeline", "predict", "table", "cost_table",
+           "tuning_table", "protocol_table",
+           "tuning_log", "sweep", "crossovers", "SIM_ALGORITHM"]

@@ -1,0 +1,165 @@
+"""Figures of NCCL's protocols and channels: one line of LL and LL128 against a Simple step,
+predicted time per protocol with the crossovers, channels launched per message size.
+
+The numbers come from :mod:`labcore.sim.tuner` (NCCL 2.30.7's model and constants).
+
+Example
+-------
+>>> from labcore.sim.tuner import MACHINES
+>>> fig = protocol_times("all_reduce", MACHINES["dgx_h100"])
+>>> sorted({t.name for t in fig.data if t.mode == "lines"})
+['LL', 'LL128', 'Simple']
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from labcore.sim import tuner
+from labcore.sim.tuner import constants as C
+from labcore.viz.style import TEMPLATE, byte_ticks, chunk_color, format_bytes
+
+DATA_COLOR, FLAG_COLOR, FENCE_COLOR = chunk_color(0), "#d62728", "#7f7f7f"
+PROTOCOL_COLORS = {"LL": chunk_color(1), "LL128": chunk_color(2), "Simple": chunk_color(0)}
+
+
+def _boxes(fig, row, pieces):
+    """pieces: (start, width, kind, text) drawn as adjacent boxes on one subplot row."""
+    colors = {"data": DATA_COLOR, "flag": FLAG_COLOR, "fence": FENCE_COLOR}
+    for start, width, kind, text in pieces:
+        fig.add_trace(go.Bar(x=[width], y=[""], base=[start], orientation="h", marker_color=colors[kind],
+                             marker_line={"color": "white", "width": 1}, text=[text], textposition="inside",
+                             insidetextanchor="middle", hovertemplate=f"{text}<extra></extra>", showlegend=False),
+                      row=row, col=1)
+
+
+def protocol_lines() -> go.Figure:
+    """One LL line (16 B), one LL128 line (128 B) and one Simple step, data against flags.
+
+    LL (``union ncclLLFifoLine``) pairs every 4 bytes of data with a 4-byte flag, so a receiver
+    that sees the flag knows the data beside it arrived: no fence, half the bytes are payload.
+    LL128 puts one 8-byte flag in each 128-byte line (120 bytes of data), which needs the whole
+    line to arrive at once. Simple writes a whole step of data, then a memory fence, then one
+    counter the receiver waits on: all payload, but the fence costs microseconds.
+
+    Example
+    -------
+    >>> fig = protocol_lines()
+    >>> len(fig.layout.annotations)                 # one title per protocol
+    3
+    """
+    fig = make_subplots(rows=3, cols=1, vertical_spacing=0.17,
+                        subplot_titles=("LL: one 16-byte line (ticks in bytes), 50% data",
+                                        f"LL128: one 128-byte line of 8-byte words, "
+                                        f"{C.LL128_DATA_BYTES}/{C.LL128_LINE_BYTES} data",
+                                        "Simple: one step of the buffer (not to scale), all data"))
+    _boxes(fig, 1, [(0, 4, "data", "data 4 B"), (4, 4, "flag", "flag"), (8, 4, "data", "data 4 B"),
+                    (12, 4, "flag", "flag")])
+    _boxes(fig, 2, [(8 * i, 8, "data", "") for i in range(15)] + [(120, 8, "flag", "flag")])
+    step = C.SIMPLE_BUFFSIZE // C.NCCL_STEPS
+    _boxes(fig, 3, [(0, 80, "data", f"data: {format_bytes(step)} (NCCL_BUFFSIZE / NCCL_STEPS)"),
+                    (80, 12, "fence", "fence"), (92, 8, "flag", "counter")])
+    fig.update_xaxes(range=[0, 16], dtick=4, row=1, col=1)
+    fig.update_xaxes(range=[0, 128], dtick=8, row=2, col=1)
+    fig.update_xaxes(range=[0, 100], showticklabels=False, row=3, col=1)
+    for name, color in (("data", DATA_COLOR), ("flag (the receiver polls it)", FLAG_COLOR),
+                        ("memory fence", FENCE_COLOR)):
+        fig.add_trace(go.Bar(x=[None], y=[None], marker_color=color, name=name), row=1, col=1)
+    fig.update_layout(template=TEMPLATE, barmode="overlay", height=450, title="What each protocol sends",
+                      legend={"orientation": "h", "x": 0, "y": -0.12}, margin={"t": 80, "l": 20, "r": 20})
+    return fig
+
+
+def protocol_times(op: str, machine: tuner.Machine, sizes=None, *, title: str | None = None) -> go.Figure:
+    """NCCL's predicted time of ``op`` per protocol (the fastest algorithm for each) against size,
+    with the sizes where the fastest protocol changes marked.
+
+    Parameters
+    ----------
+    op : a collective :mod:`labcore.sim.tuner` covers.
+    machine : a tuner Machine, e.g. ``tuner.MACHINES["dgx_h100"]``.
+    sizes : bytes to plot (default 8 B to 4 GiB, powers of two).
+
+    Example
+    -------
+    >>> from labcore.sim.tuner import MACHINES
+    >>> fig = protocol_times("all_reduce", MACHINES["dgx_h100"], [8, 1 << 30])
+    >>> [t.name for t in fig.data]
+    ['LL', 'LL128', 'Simple', "NCCL's pick"]
+    """
+    sizes = [1 << k for k in range(3, 33)] if sizes is None else list(sizes)
+    df = tuner.sweep(op, machine, sizes)
+    best = df.loc[df.groupby(["size", "protocol"])["time_us"].idxmin()]
+    fig = go.Figure()
+    for p in C.PROTOCOLS:
+        g = best[best["protocol"] == p].sort_values("size")
+        if g.empty:
+            continue
+        fig.add_trace(go.Scatter(x=g["size"], y=g["time_us"], mode="lines", name=p,
+                                 line={"color": PROTOCOL_COLORS[p], "width": 2.5}, customdata=g["algorithm"],
+                                 hovertemplate="%{x:.3s}B: %{y:.3g} us with %{customdata}<extra>" + p + "</extra>"))
+    chosen = df[df["chosen"]].sort_values("size")
+    fig.add_trace(go.Scatter(x=chosen["size"], y=chosen["time_us"], mode="markers", name="NCCL's pick",
+                             marker={"color": [PROTOCOL_COLORS[p] for p in chosen["protocol"]], "size": 7,
+                                     "line": {"width": 1, "color": "black"}},
+                             text=chosen["option"], hovertemplate="%{x:.3s}B: %{text}<extra></extra>"))
+    for size, before, after in protocol_crossovers(op, machine, min(sizes), max(sizes)):
+        fig.add_vline(x=size, line={"dash": "dot", "color": "gray"})
+        fig.add_annotation(x=np.log10(size), y=1.0, yref="paper", text=f"{after} from {format_bytes(size)}",
+                           showarrow=False, xanchor="left", yanchor="bottom", font={"size": 11})
+    fig.update_xaxes(**byte_ticks(df["size"]))
+    fig.update_yaxes(type="log", title="predicted time (us)")
+    fig.update_layout(template=TEMPLATE, height=430, margin={"t": 90},
+                      title=title or f"{op} on {machine.name or f'{machine.ranks} ranks'}: time per protocol",
+                      legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(255,255,255,0.7)"})
+    return fig
+
+
+def protocol_crossovers(op: str, machine: tuner.Machine, min_bytes: int = 8,
+                        max_bytes: int = 16 << 30) -> list[tuple[int, str, str]]:
+    """(first size, protocol before, protocol after) wherever NCCL's protocol changes.
+
+    Example
+    -------
+    >>> from labcore.sim.tuner import MACHINES
+    >>> protocol_crossovers("all_gather", MACHINES["dgx_h100"])[0][1:]
+    ('LL', 'LL128')
+    """
+    out = []
+    for size, before, after in tuner.crossovers(op, machine, min_bytes, max_bytes):
+        p0, p1 = before.split("/")[1], after.split("/")[1]
+        if p0 != p1:
+            out.append((size, p0, p1))
+    return out
+
+
+def channels_by_size(op: str, machines: dict, sizes=None) -> go.Figure:
+    """Channels (CTAs) NCCL launches for one call against message size, one line per machine.
+
+    Parameters
+    ----------
+    op : a collective the tuner covers.
+    machines : label -> tuner Machine (e.g. the same machine with and without NCCL_MAX_CTAS).
+    sizes : bytes (default 1 KiB to 4 GiB, powers of two).
+
+    Example
+    -------
+    >>> from labcore.sim.tuner import MACHINES
+    >>> fig = channels_by_size("all_reduce", {"H100": MACHINES["dgx_h100"]}, [1 << 10, 1 << 20])
+    >>> list(fig.data[0].y)
+    [1, 24]
+    """
+    sizes = [1 << k for k in range(10, 33)] if sizes is None else list(sizes)
+    fig = go.Figure()
+    for k, (label, m) in enumerate(machines.items()):
+        runs = [tuner.launch(op, s, m) for s in sizes]
+        fig.add_trace(go.Scatter(x=sizes, y=[r["channels"] for r in runs], mode="lines+markers", name=label,
+                                 line={"shape": "hv", "color": chunk_color(k)},
+                                 text=[f"{r['algorithm']}/{r['protocol']}, {r['threads']} threads" for r in runs],
+                                 hovertemplate="%{x:.3s}B: %{y} channels, %{text}<extra></extra>"))
+    fig.update_xaxes(**byte_ticks(sizes))
+    fig.update_yaxes(title="channels launched", rangemode="tozero")
+    fig.update_layout(template=TEMPLATE, height=380, title=f"Channels NCCL launches for one {op}",
+                      legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(255,255,255,0.7)"})
+    return fig

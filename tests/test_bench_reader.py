@@ -1,0 +1,171 @@
+"""read_nccl_tests on real nccl-tests outputs quoted in public issues (tests/data/nccl_tests_*.txt)."""
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import labcore as lc
+from labcore.live.bench.ops import OPS
+
+DATA = Path(__file__).parent / "data"
+FILES = sorted(DATA.glob("nccl_tests_*.txt"))
+TABLES = [p for p in FILES if "nccl_debug_info" not in p.name]  # the other is a run's start: NCCL's log
+
+
+def read(name, **kw):
+    return lc.bench.read_nccl_tests(DATA / name, **kw)
+
+
+def test_every_sample_cites_its_source_and_is_a_real_quote():
+    assert len(FILES) >= 5
+    nvidia = 0
+    for path in FILES:
+        head = path.read_text().splitlines()[0]
+        assert head.startswith("%% Source: ") and "issue" in head or "pull request" in head, path
+        text = path.read_text()
+        assert "https://github.com/" in text and "---- quoted text below" in text, path
+        nvidia += "github.com/NVIDIA/nccl" in text
+    assert nvidia >= 5
+
+
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
+def test_every_sample_reads_into_the_sweep_columns(path):
+    op = None if "Collective test" in path.read_text() or "_perf" in path.read_text() else "all_reduce"
+    if "reduce_scatter" in path.name:
+        op = "reduce_scatter"
+    df = lc.bench.read_nccl_tests(path, op=op)
+    assert list(df.columns) == lc.bench.COLUMNS and len(df) >= 2 and len(df) % 2 == 0
+    assert set(df["placement"]) == set(lc.bench.PLACEMENTS) and (df["backend"] == "nccl").all()
+    # The printed numbers agree with each other: algbw = size / time, to the printed precision
+    # (but in the 2020 all_gather run, whose nccl-tests printed (n-1)/n of that as algbw).
+    if "nccl-tests-37" in path.name:
+        assert df["algbw"].iloc[0] == pytest.approx(4294967296 / 29122 / 1e3 * 7 / 8, abs=0.01)
+        return
+    moving = df[(df["size"] > 0) & (df["algbw"] >= 1)]
+    assert ((moving["size"] / moving["time_us"] / 1e3 - moving["algbw"]).abs()
+            <= 0.006 + 2e-3 * moving["algbw"]).all(), path.name
+
+
+def test_current_layout_with_devices_version_and_mpi_ranks():
+    df = read("nccl_tests_dgx-spark-playbooks-103_gb10_2node_v2_20.txt")
+    assert df.attrs["version"] == "2.20.0"
+    assert [d["host"] for d in df.attrs["devices"]] == ["spark-d708", "spark-dbf4"]  # two nodes
+    assert df.attrs["params"]["warmup"] == 10 and df.attrs["params"]["iters"] == 100
+    assert (df["ranks"] == 2).all() and df["size"].unique().tolist() == [8192, 16384, 32768, 65536]
+    assert df.attrs["skipped"] == ["131072"]  # the quote ends inside this line
+    assert df.loc[df["placement"] == "in-place", "time_us"].tolist() == [30.33, 30.75, 37.44, 64.71]
+
+
+def test_wrong_elements_are_read_and_elided_lines_skipped():
+    df = read("nccl_tests_nccl-1184_dgx_h100_wrong_elements.txt")
+    assert df["op"].eq("all_reduce").all()  # from the all_reduce_perf command quoted above
+    assert df["size"].unique().tolist() == [8, 262144, 524288]
+    bad = df[df["size"] == 524288].set_index("placement")["wrong"]
+    assert bad.to_dict() == {"out-of-place": 237858, "in-place": 238038}
+    assert (df["ranks"] == 2).all()  # busbw = algbw: 2(n-1)/n = 1 only for n = 2
+
+
+def test_nccl_info_lines_and_a_cut_line_are_skipped():
+    df = read("nccl_tests_nccl-1161_h100_pcie_nvlink_pair.txt")
+    assert df["size"].unique().tolist() == [1 << 30, 2 << 30] and (df["ranks"] == 2).all()
+    assert df.loc[1, "time_us"] == 9291.5 and df.loc[2, "time_us"] == 18535.0
+    assert len(df.attrs["skipped"]) == 1 and df.attrs["skipped"][0].endswith("116.")
+
+
+def test_size_zero_lines_follow_the_16_byte_rule_of_the_real_run():
+    df = read("nccl_tests_nccl-tests-128_reduce_scatter_size0_rows.txt", op="reduce_scatter")
+    assert (df["ranks"] == 8).all()  # size / (count x 4 bytes)
+    printed = df.loc[df["placement"] == "in-place", "size"].tolist()
+    assert printed == [0, 0, 0, 0, 0, 128, 256]
+    # The lab's port of nccl-tests' counts gives the same lines for -b 4 -e 256 -f 2 on 8 ranks.
+    ours = [OPS["reduce_scatter"].printed_size(s, 8, 4) for s in (4, 8, 16, 32, 64, 128, 256)]
+    assert ours == printed
+    assert [OPS["reduce_scatter"].layout(s, 8, 4).count for s in (128, 256)] == [4, 8]
+    assert df["repeat"].eq(0).all()  # growing sizes: one pass, even with five size-0 lines
+
+
+def test_header_less_quote_needs_the_collective_and_infers_16_ranks():
+    name = "nccl_tests_nccl-1244_h20_2node_nvls_rows_only.txt"
+    with pytest.raises(ValueError, match="pass op="):
+        read(name)
+    df = read(name, op="all_reduce")
+    assert (df["ranks"] == 16).all() and df["size"].iloc[-1] == 536870912
+    assert df.loc[df["size"] == 536870912, "busbw"].tolist() == [312.75, 314.10]
+
+
+def test_old_layout_without_root_and_with_error_column():
+    df = read("nccl_tests_nccl-1244_h20_nvlstree_no_root_column.txt", op="all_reduce")
+    assert (df["root"] == -1).all() and (df["redop"] == "sum").all()
+    assert (df["wrong"] == -1).all() and df["note"].str.contains("largest deviation").all()
+    assert (df["ranks"] == -1).all()  # tiny sizes print 0.00-0.02 GB/s: the rank count is not implied
+    assert (read("nccl_tests_nccl-1244_h20_nvlstree_no_root_column.txt", op="all_reduce", ranks=16)
+            ["ranks"] == 16).all()
+
+
+def test_oldest_layout_without_redop_and_root():
+    df = read("nccl_tests_nccl-tests-37_all_gather_v100_old_format.txt")
+    assert df["op"].eq("all_gather").all() and (df["ranks"] == 8).all() and (df["redop"] == "none").all()
+    assert df.attrs["footer"] == dict(out_of_bounds=2, ok=False, avg_busbw=128.942)
+
+
+def test_several_reductions_in_one_output():
+    df = read("nccl_tests_nccl-tests-167_max_then_min.txt", op="all_reduce")
+    assert df["redop"].unique().tolist() == ["max", "min"] and df["repeat"].eq(0).all()
+    assert (df["ranks"] == 16).all()
+
+
+def test_launcher_tags_are_removed():
+    df = read("nccl_tests_nccl-1453_mpirun_rank_tags.txt", op="all_reduce")
+    assert len(df) == 20 and df["size"].iloc[0] == 1048576 and df.loc[0, "time_us"] == 1626.5
+    assert (df["ranks"] == 24).all()
+    df = read("nccl_tests_aws-k8s-tester-503_p5_openmpi_tags.txt", op="all_reduce")
+    assert df["size"].unique().tolist() == [8, 16, 32] and (df["ranks"] == -1).all()
+
+
+def test_footer_is_read_and_step_bytes_sizes_kept():
+    df = read("nccl_tests_nccl-tests-119_step_bytes_footer.txt", op="all_reduce")
+    assert df.attrs["footer"] == dict(out_of_bounds=0, ok=True, avg_busbw=84.8558)
+    sizes = df["size"].unique()
+    assert ((sizes[1:] - sizes[:-1]) == 1048576).all()
+
+
+def test_repeated_cycles_and_several_runs_are_told_apart():
+    sample = (DATA / "nccl_tests_dgx-spark-playbooks-103_gb10_2node_v2_20.txt").read_text()
+    body = [line for line in sample.splitlines() if not line.startswith("%%") and line != "      131072"]
+    rows = [line for line in body if line.startswith(" ")]
+    cycles = "\n".join(body + rows)  # nccl-tests -N 2: the size lines again
+    df = lc.bench.read_nccl_tests(cycles)
+    assert df.groupby("repeat").size().tolist() == [8, 8]
+    two = lc.bench.read_nccl_tests("\n".join(body + [line.replace("all_reduce", "all_gather") for line in body]))
+    assert two["op"].unique().tolist() == ["all_reduce", "all_gather"] and len(two.attrs["sections"]) == 2
+
+
+def test_read_back_output_feeds_the_lab_like_a_sweep():
+    df = read("nccl_tests_nccl-1244_h20_2node_nvls_rows_only.txt", op="all_reduce")
+    table = lc.bench.format_table(df)
+    assert "# Collective test concluded: all_reduce_perf" in table
+    summary = lc.bench.summarize(df)
+    assert summary.attrs["time"] == "time_us" and (summary["repeats"] == 1).all()  # no medians: means
+    assert math.isnan(df["median_us"].iloc[0])
+
+
+def test_a_run_cut_before_its_first_result_is_refused_but_its_nccl_log_reads():
+    from labcore.live.nccl_log import parse
+
+    path = DATA / "nccl_tests_nccl-tests-131_nccl_debug_info.txt"
+    with pytest.raises(ValueError, match="no nccl-tests result lines"):
+        lc.bench.read_nccl_tests(path)
+    log = parse(path.read_text())
+    assert log.version == "2.16.5+cuda11.8"
+
+
+def test_input_that_is_not_nccl_tests_output_is_refused():
+    with pytest.raises(ValueError, match="no nccl-tests result lines"):
+        lc.bench.read_nccl_tests("hello\nworld\n")
+    with pytest.raises(ValueError, match="neither nccl-tests output nor a file"):
+        lc.bench.read_nccl_tests("/no/such/file.txt")
+    with pytest.raises(ValueError, match="unknown collective"):
+        lc.bench.read_nccl_tests("# Collective test starting: alltoallv_perf\n  8 2 float none -1 "
+                                 "1.0 0.0 0.0 0 1.0 0.0 0.0 0\n")
+    assert isinstance(read("nccl_tests_nccl-1161_h100_pcie_nvlink_pair.txt"), pd.DataFrame)

@@ -1,0 +1,92 @@
+"""Notebook 09's exercises: run live on 4 gloo ranks, right answers pass, each known mistake fails
+with its own message, the truth never leaks into the feedback."""
+import pytest
+
+import labcore as lc
+from labcore.exercises import hangs
+from labcore.live import flight
+
+
+@pytest.fixture(scope="module")
+def cl():
+    with lc.Cluster(4, backend="gloo", timeout=5, env=flight.ENV, show_output=False) as cluster:
+        yield cluster
+
+
+@pytest.fixture(autouse=True)
+def default_cases():
+    """run() points a question at a live case; put the default cases back for other tests."""
+    saved = {q: q.mystery for q in (hangs.q_shapes, hangs.q_skip, hangs.q_straggler)}
+    yield
+    for q, mystery in saved.items():
+        q.mystery = mystery
+
+
+def _status(q, answer):
+    return q.evaluate(answer)
+
+
+def test_shapes_live(cl, capsys):
+    hangs.q_shapes.run(cl, seed=1)
+    m = hangs.q_shapes.mystery
+    shown = capsys.readouterr().out
+    assert m.live and "CollectiveTimeout" in shown and "SIZE_OR_SYNTAX_MISMATCH" in shown
+    assert m.finished and m.culprit not in m.finished  # the culprit is the one still waiting
+    assert _status(hangs.q_shapes, (m.culprit, "mismatched shapes")).status == "correct"
+    first_finished = m.finished[0]
+    wrong = _status(hangs.q_shapes, (first_finished, "mismatched shapes"))
+    assert wrong.status == "incorrect" and "returned from the call" in wrong.message
+    assert f"rank {m.culprit}" not in wrong.message
+    assert "did enter the all_reduce" in _status(hangs.q_shapes, (m.culprit, "skipped collective")).message
+    assert _status(hangs.q_shapes, (m.culprit, "wrong order")).status == "incorrect"
+
+
+def test_skip_live(cl):
+    hangs.q_skip.run(cl, seed=2)
+    m = hangs.q_skip.mystery
+    assert m.finished == [m.culprit]
+    assert _status(hangs.q_skip, (m.culprit, "skipped collective")).status == "correct"
+    waiting = next(r for r in range(4) if r != m.culprit)
+    assert "victim" in _status(hangs.q_skip, (waiting, "skipped collective")).message
+    assert "RankDied" in _status(hangs.q_skip, (m.culprit, "crashed")).message
+    assert "More time would not help" in _status(hangs.q_skip, (m.culprit, "straggler")).message
+
+
+def test_straggler_live(cl, capsys):
+    hangs.q_straggler.run(cl, seed=3)
+    m = hangs.q_straggler.mystery
+    shown = capsys.readouterr().out
+    assert "Rerun with timeout" in shown and "every rank returned" in shown
+    assert m.culprit is None and m.slow in (1, 2, 3)
+    assert _status(hangs.q_straggler, (None, "straggler")).status == "correct"
+    for cause in ("skipped collective", "straggler", "crashed"):
+        wrong = _status(hangs.q_straggler, (m.slow, cause))
+        assert wrong.status == "incorrect" and "slow, not stuck" in wrong.message
+    other = next(r for r in range(4) if r != m.slow)
+    assert "completed in the rerun" in _status(hangs.q_straggler, (other, "mismatched ops")).message
+    assert "no rank has a bug indeed" in _status(hangs.q_straggler, (None, "p2p deadlock")).message
+
+
+@pytest.mark.parametrize("answer, words", [
+    ("rank 3", "pair (rank, cause)"), ((3,), "pair (rank, cause)"), ((3, "deadlock"), "must be one of"),
+    (("3", "mismatched shapes"), "must be an int"), ((True, "mismatched shapes"), "must be an int"),
+])
+def test_malformed_answers_get_a_message(answer, words):
+    result = hangs.q_shapes.evaluate(answer)
+    assert result.status == "incorrect" and words in result.message
+
+
+def test_blanks_are_not_attempted():
+    from labcore.exercises import ____
+    for q in (hangs.q_shapes, hangs.q_skip, hangs.q_straggler):
+        assert q.evaluate(____).status == "not attempted"
+        assert q.evaluate((____, "straggler")).status == "not attempted"
+
+
+def test_run_checks_the_cluster_first():
+    with lc.Cluster(2, backend="gloo", timeout=5, env=flight.ENV, show_output=False) as two:
+        with pytest.raises(ValueError, match="at least 3 ranks"):
+            hangs.q_skip.run(two)
+    with lc.Cluster(3, backend="gloo", timeout=5, show_output=False) as plain:
+        with pytest.raises(ValueError, match="flight.ENV"):
+            hangs.q_skip.run(plain)

@@ -1,0 +1,59 @@
+"""Notebook 08's exercises: each accepts the right answer and says what is wrong with each mistake."""
+import pytest
+
+from labcore.exercises import nccl as ex
+from labcore.exercises.core import ____
+
+
+def status(q, answer):
+    return q.evaluate(answer)
+
+
+@pytest.mark.parametrize("q", [ex.q_channels, ex.q_transports, ex.q_slowest_hop, ex.q_p2p_disable,
+                               ex.q_payload, ex.q_small_channels])
+def test_right_blank_and_every_wrong_example(q):
+    assert status(q, q.correct_example).status == "correct"
+    assert status(q, ____).status == "not attempted"
+    for wrong in q.wrong_examples:
+        assert status(q, wrong).status == "incorrect", wrong
+
+
+@pytest.mark.parametrize("q, answer, says", [
+    (ex.q_channels, 4, "topology search found"),          # the Pattern line's rings, not the channels
+    (ex.q_channels, 2, "p2p channels per peer"),
+    (ex.q_channels, 0, "NVLS"),
+    (ex.q_transports, {(1, 0): "P2P", (1, 3): "P2P", (0, 2): "NET"}, "different hosts"),
+    (ex.q_transports, {(1, 0): "NET", (1, 3): "NET", (0, 2): "NET"}, "share the host"),
+    (ex.q_transports, {(1, 0): "SHM", (1, 3): "NET", (0, 2): "NET"}, "read the 'via"),
+    (ex.q_transports, {(1, 0): "P2P", (1, 3): "TCP", (0, 2): "NET"}, "not one of"),
+    (ex.q_slowest_hop, (14, 13), "stays inside one node"),
+    (ex.q_slowest_hop, (0, 1), "pick one of"),
+    (ex.q_p2p_disable, {(1, 0): "P2P", (1, 3): "NET"}, "switches the P2P transport off"),
+    (ex.q_p2p_disable, {(1, 0): "NET", (1, 3): "NET"}, "in order"),
+    (ex.q_p2p_disable, {(1, 0): "SHM", (1, 3): "SHM"}, "cannot reach another machine"),
+    (ex.q_payload, (1.0, 1.0), "LL is not 100% efficient"),
+    (ex.q_payload, (0.5, 1.0), "LL128 carries a flag too"),
+    (ex.q_payload, (0.9375, 0.5), "wrong way round"),
+    (ex.q_payload, (0.25, 0.9375), "LL share is off"),
+    (ex.q_small_channels, 24, "more channels is not always faster"),
+    (ex.q_small_channels, 16, "NVLS"),
+    (ex.q_small_channels, 1, "stops as soon as"),
+])
+def test_each_mistake_gets_its_own_feedback_without_the_answer(q, answer, says):
+    result = status(q, answer)
+    assert result.status == "incorrect" and says in result.message, result.message
+    right = q.correct_example
+    if isinstance(right, int):
+        assert f" {right} " not in result.message and not result.message.rstrip(".").endswith(str(right))
+
+
+def test_answers_come_from_the_real_logs_and_the_tuner():
+    from labcore.live.nccl_log import recorded
+    from labcore.sim import tuner
+
+    h20 = recorded(ex.H20_LOG)
+    assert ex.q_channels.correct_example == h20.channels
+    assert ex.q_transports.correct_example == {hop: h20.transport(*hop) for hop in ex.HOPS}
+    assert recorded(ex.H100_2NODE_LOG).transport(*ex.q_slowest_hop.correct_example) == "NET"
+    assert ex.q_small_channels.correct_example == tuner.launch("all_reduce", 64 << 10,
+                                                                tuner.MACHINES["dgx_h100"])["channels"]
