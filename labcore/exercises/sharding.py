@@ -31,7 +31,7 @@ import math
 
 from labcore.exercises.core import CustomExercise, Incorrect, NotAttempted, _is_blank
 from labcore.exercises.data_parallel import (
-    CHECK_STEPS, PER_RANK, _flat, _run_check, global_batch, loss_fn, make_model, recorded_loop,
+    _LIVE, CHECK_STEPS, PER_RANK, _flat, _run_check, global_batch, loss_fn, make_model, recorded_loop,
 )
 
 __all__ = ["padded_numel", "pad_flat", "shard_of", "gather_full", "reduce_scatter_mean", "unflatten",
@@ -623,7 +623,7 @@ q_sharded_step = CustomExercise(
     correct_example=_zero_step,
     wrong_examples=[_zero_step_allreduce, _zero_step_no_gather],
     expects="a function",
-    time_limit=None,          # bounded by the cluster call's own timeout (it reports a hang)
+    **_LIVE,
 )
 
 
@@ -725,7 +725,7 @@ q_zero3_layer = CustomExercise(
     correct_example=Zero3LinearFn,
     wrong_examples=[_KeepsWeights, _LocalGradients],
     expects="a torch.autograd.Function class",
-    time_limit=None,          # bounded by the cluster call's own timeout (it reports a hang)
+    **_LIVE,
 )
 
 
@@ -841,5 +841,5 @@ q_row_parallel = CustomExercise(
     correct_example=row_parallel,
     wrong_examples=[_row_all_gather, _row_bias_everywhere, _row_no_reduce],
     expects="a function",
-    time_limit=None,          # bounded by the cluster call's own timeout (it reports a hang)
+    **_LIVE,
 )
