@@ -218,8 +218,9 @@ def scale_sweep(name: str = "dgx_h100_ib", nodes=(2, 8, 64), sizes=(1 << 30,), a
 
     ``in_network`` runs on the preset with SHARP (presets without it are skipped). NCCL's
     protocols are tried and the fastest kept. Returns a DataFrame: preset, algorithm, protocol,
-    nodes, gpus, size, time_us, busbw (GB/s), nic_per_gpu (busbw x (k-1)/(n-1), GB/s) and the
-    preset's published busbw.
+    nodes, gpus, size, time_us, busbw (GB/s), nic_per_gpu (what the busiest NIC sent up, over
+    the time, GB/s: from the trace's routes), nic_formula (busbw x (k-1)/(n-1), ml-engineering's
+    per-accelerator figure, exact for the hierarchical algorithm) and the preset's published busbw.
 
     Example
     -------
@@ -240,9 +241,11 @@ def scale_sweep(name: str = "dgx_h100_ib", nodes=(2, 8, 64), sizes=(1 << 30,), a
             topo = built.get(sharp) or built.setdefault(sharp, preset(name, k, sharp=sharp))
             for size in sizes:
                 t = simulate("all_reduce", algo, topo.ranks, size, topology=topo, values=False)
+                nic = float(nic_bytes(t)["up"].max()) / t.time_s / 1e9 if k > 1 else 0.0
                 rows.append({"preset": name, "algorithm": algo, "protocol": t.protocol, "nodes": k,
                              "gpus": topo.ranks, "size": size, "time_us": t.time_s * 1e6, "busbw": t.busbw,
-                             "nic_per_gpu": per_gpu_nic_bandwidth(t.busbw, k, topo.ranks) if k > 1 else 0.0,
+                             "nic_per_gpu": nic,
+                             "nic_formula": per_gpu_nic_bandwidth(t.busbw, k, topo.ranks) if k > 1 else 0.0,
                              "published": topo.notes["published busbw GB/s"]})
     return pd.DataFrame(rows)
 

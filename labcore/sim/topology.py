@@ -495,8 +495,13 @@ class Cluster(Topology):
         out = np.empty((src.size, 2), dtype=np.int64)
         if self.has_nic:        # in the node: port out, port in; across nodes: NIC out, NIC in
             far = self.node_of[s] != self.node_of[d]
-            out[:, 0] = np.where(far, 2 * P + self.nic_of[s], src)
-            out[:, 1] = np.where(far, 3 * P + self.nic_of[d], P + dst)
+            if self.nics_per_node == self.g:            # every GPU its own NIC: link ids by arithmetic
+                far = far * (2 * P)
+                np.add(src, far, out=out[:, 0])
+                np.add(dst, far + P, out=out[:, 1])
+            else:
+                out[:, 0] = np.where(far, 2 * P + self.nic_of[s], src)
+                out[:, 1] = np.where(far, 3 * P + self.nic_of[d], P + dst)
         else:
             out[:, 0], out[:, 1] = src, dst + P
         if self.switch_agents:
