@@ -103,6 +103,7 @@ PRESETS = {
     "pcie8": lambda: sim.topologies.pcie(8),
     "multinode": lambda: sim.topologies.multinode(2, 4),
     "multinode, sharp": lambda: sim.topologies.multinode(2, 4, sharp=True),
+    "multinode, one NIC a node": lambda: sim.topologies.multinode(2, 4, nics_per_node=1),
 }
 
 
