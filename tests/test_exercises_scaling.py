@@ -36,6 +36,7 @@ def test_unit_mistakes_are_named():
     assert "gigabits" in q.q_nic_gbytes.evaluate(320.0).message                       # Gbit for GByte
     assert "line rate" in q.q_nic_gbytes.evaluate(50.0).message
     assert "GPUs per node" in q.q_nic_per_gpu.evaluate(380 * 7 / 31).message
+    assert "NCCL's rings" in q.q_nic_per_gpu.evaluate(380 / 8).message                # the rings' figure, not this one
 
 
 def test_small_message_answer_comes_from_the_simulator():

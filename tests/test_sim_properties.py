@@ -27,6 +27,8 @@ def _options(draw, collective, algorithm, ranks):
         opts["gpus_per_node"] = draw(st.sampled_from(divisors))
     if algorithm in ("tree", "double_tree") and draw(st.booleans()):
         opts["gpus_per_node"] = draw(st.sampled_from(divisors))      # NCCL's trees over nodes, chains inside
+    if algorithm == "in_network" and draw(st.booleans()):
+        opts["gpus_per_node"] = draw(st.sampled_from(divisors))      # CollNet: reduce in the node, then the switch
     if algorithm in ("ring", "tree", "double_tree"):
         opts["channels"] = draw(st.integers(1, 3))
     if algorithm in ("tree", "double_tree", "chain", "in_network", "nvls", "hierarchical"):
@@ -101,6 +103,7 @@ PRESETS = {
     "pcie8": lambda: sim.topologies.pcie(8),
     "multinode": lambda: sim.topologies.multinode(2, 4),
     "multinode, sharp": lambda: sim.topologies.multinode(2, 4, sharp=True),
+    "multinode, one NIC a node": lambda: sim.topologies.multinode(2, 4, nics_per_node=1),
 }
 
 

@@ -121,15 +121,17 @@ q_sharp_gain = ValueExercise(
 
 q_nic_per_gpu = ValueExercise(
     "NIC throughput behind busbw",
-    "An all-reduce on {nodes} nodes of {gpus_per_node} GPUs reaches busbw {busbw:g} GB/s. How many GB/s "
-    "does each GPU's NIC move? (ml-engineering: per-accelerator = busbw x (k-1)/(n-1); decide what k and n count.)",
+    "A hierarchical all-reduce on {nodes} nodes of {gpus_per_node} GPUs (one NIC per GPU) reaches busbw {busbw:g} "
+    "GB/s. How many GB/s does each GPU's NIC move? (ml-engineering: per-accelerator = busbw x (k-1)/(n-1); "
+    "decide what k and n count.)",
     expected=lambda busbw, nodes, gpus_per_node: busbw * (nodes - 1) / (nodes * gpus_per_node - 1),
     given={"busbw": 380.0, "nodes": 4, "gpus_per_node": 8},
     rtol=0.01, unit="GB/s",
     mistakes=[(lambda busbw, nodes, gpus_per_node: busbw * (gpus_per_node - 1) / (nodes * gpus_per_node - 1),
                "k is not the GPUs per node: the NIC carries the cross-node ring, whose length is the node count."),
               (lambda busbw, nodes, gpus_per_node: busbw / gpus_per_node,
-               "busbw is not shared out among the node's GPUs: it already counts 2(n-1)/n of the buffer per rank."),
+               "busbw / g is what NCCL's rings put on each NIC (2(n-1)/n of a GPU's share). The hierarchical "
+               "algorithm's NICs run only the ring across nodes, on a 1/g slice."),
               (lambda busbw, nodes, gpus_per_node: busbw,
                "busbw counts every byte a rank moves, NVLink included; only part of it crosses the NIC.")],
     hints=["Each GPU sends 2(k-1)/k x S/g over its NIC (hierarchically), with k nodes and g GPUs per node.",

@@ -3,7 +3,9 @@
 Each rank keeps its own namespace between ``%%ranks`` cells (as ipyparallel's
 engines do), with ``torch``, ``dist``, ``rank``, ``world_size`` and ``device``
 predefined. ``--out NAME`` copies NAME from every rank back into the notebook as
-a list in rank order.
+a list in rank order. ``--record NAME`` records every collective the cell issues
+(:mod:`labcore.live.recorder`): in the cell NAME is the recorder (``with NAME.step():``),
+in the notebook the combined Recording.
 
 ``--on cl`` runs the cell on an existing cluster held in the notebook variable
 ``cl`` instead (one made with other options, or on ipyparallel engines).
@@ -60,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_seconds, default=60.0, help="seconds before a hang report")
     p.add_argument("--out", action="append", default=[], metavar="NAME",
                    help="copy NAME from every rank into the notebook (a list in rank order)")
+    p.add_argument("--record", metavar="NAME", help="record the cell's collectives into NAME (a Recording)")
     return p
 
 
@@ -82,6 +85,8 @@ def parse_line(line: str) -> argparse.Namespace:
         raise _UsageError("%%ranks needs the number of ranks (e.g. %%ranks 4) or a cluster (%%ranks --on cl)")
     if args.world_size is not None and args.world_size < 1:
         raise _UsageError(f"%%ranks needs at least 1 rank, got {args.world_size}")
+    if args.record is not None and not args.record.isidentifier():
+        raise _UsageError(f"%%ranks: --record needs a Python name for the recording, not {args.record!r}")
     return args
 
 
@@ -99,7 +104,14 @@ def ranks(line: str, cell: str, user_ns: dict | None = None) -> None:
         cluster.timeout = args.timeout
     else:
         cluster = get_cluster(args.world_size, args.backend, args.timeout)
-    values = cluster.exec(cell)
+    if args.record:
+        from labcore.live.recorder import record_cell
+
+        values, recording = record_cell(cluster, args.record, cell)
+        if user_ns is not None:
+            user_ns[args.record] = recording
+    else:
+        values = cluster.exec(cell)
     for rank, value in enumerate(values):
         if value is not None:
             print(f"Out[rank {rank}]: {value}")

@@ -23,6 +23,7 @@ import numbers
 from labcore.sim import cost, engine, topologies, tuner
 from labcore.sim.calibration import Calibration, calibrate
 from labcore.sim.engine import run
+from labcore.sim.replays import Replay, replay
 from labcore.sim.schedules import ALGORITHMS, build
 from labcore.sim.sweeps import sweep
 from labcore.sim.trace import Layout, Schedule, ScheduleError, Trace, Transfer
@@ -134,7 +135,7 @@ def _check_size(op, algo, ranks, opts) -> None:
     estimate = {"ring": 2 * p * p * c, "pairwise": p * p, "nvls": k * (p * p + 3 * p),
                 "tree": 2 * p * k * c, "double_tree": 4 * p * k * c, "rabenseifner": 2 * p * p,
                 "hierarchical": k * 4 * p * max(p // (opts.get("gpus_per_node") or p), opts.get("gpus_per_node") or 1),
-                }.get(algo, 2 * p * k * max(1, p.bit_length()))
+                "in_network": 2 * p * k * (opts.get("gpus_per_node") or 1)}.get(algo, 2 * p * k * max(1, p.bit_length()))
     if estimate > MAX_TRANSFERS:
         raise ValueError(f"{op}/{algo} on {p} ranks ({k} pieces, {c} channels) would build ~{estimate / 1e6:.0f} "
                          f"million transfers (limit {MAX_TRANSFERS / 1e6:.0f} million); use fewer ranks, pieces "
@@ -181,4 +182,4 @@ def _options(op, algo, ranks, nbytes, topo, view, given) -> dict:
 
 
 __all__ = ["simulate", "run", "build", "ALGORITHMS", "NCCL_ALGORITHMS", "Schedule", "Transfer", "Layout", "Trace",
-           "ScheduleError", "topologies", "cost", "tuner", "calibrate", "Calibration", "sweep"]
+           "ScheduleError", "topologies", "cost", "tuner", "calibrate", "Calibration", "sweep", "replay", "Replay"]

@@ -179,6 +179,23 @@ def _nvls_steps(p, n, k, ports):
     return table
 
 
+def _collnet_steps(m, k, g, ports):
+    """In-network all-reduce with g > 1 GPUs a node, slices of m bytes: in step s piece s is
+    scattered to the heads (g-1 messages a GPU, reduced there), piece s-1 goes up to the switch
+    (reduced there), piece s-2 comes down, piece s-3 is broadcast from the heads (g-1 messages)."""
+    table = []
+    for s in range(k + 3):
+        scatter, up, down, bcast = s < k, 1 <= s <= k, 2 <= s <= k + 1, 3 <= s <= k + 2
+        if ports == "single":       # a GPU's messages out, and in, one after the other
+            sent = (g - 1) * (scatter + bcast) + up
+            got = (g - 1) * (scatter + bcast) + down
+            cands = [(sent, sent * m, ((g - 1) * scatter + up) * m), (got, got * m, (g - 1) * scatter * m)]
+        else:
+            cands = [(1, m, m)] if scatter or up else [(1, m, 0)]
+        table.append(_step(1, *cands))
+    return table
+
+
 def _undominated(cands) -> list:
     cands = sorted(set(cands), reverse=True)
     keep = []
@@ -193,8 +210,9 @@ def steps(collective: str, algorithm: str, ranks: int, nbytes: float, ports: str
     costs the largest of its candidates ``a*alpha + b*beta + c*gamma``.
 
     Options are the schedule's: ``pipeline`` (k pieces) for chain/tree/switch/hierarchical
-    algorithms, ``channels`` for rings and trees, ``gpus_per_node`` for hierarchical and for
-    NCCL's multi-node trees; ``root`` and ``order`` are accepted and ignored.
+    algorithms, ``channels`` for rings and trees, ``gpus_per_node`` for hierarchical, for
+    NCCL's multi-node trees and for in-network reduction across nodes; ``root`` and ``order``
+    are accepted and ignored.
 
     Example
     -------
@@ -246,9 +264,13 @@ def steps(collective: str, algorithm: str, ranks: int, nbytes: float, ports: str
         k = hierarchical_pipeline(n) if k is None else max(1, int(k))
         return _hierarchical_steps(p, n, int(g), k, ports)
     if key == ("all_reduce", "in_network"):
-        # k pieces up (reduced at the switch) and down, one step apart: k + 1 steps
+        # k pieces up (reduced at the switch) and down, one step apart: k + 1 steps; with g GPUs a
+        # node (CollNetDirect) a scatter to the heads before and a broadcast from them after: k + 3
         k = default_pipeline(n) if k is None else max(1, int(k))
-        return [_step(k, (1, n / k, n / k)), _step(1, (1, n / k, 0))]
+        g = int(options.get("gpus_per_node") or 1)
+        if g == 1:
+            return [_step(k, (1, n / k, n / k)), _step(1, (1, n / k, 0))]
+        return _collnet_steps(n / (k * g), k, g, ports)
     if key == ("all_reduce", "nvls"):
         # k pushes of n/k (reduced at the switch); each segment is fetched, stored back and multicast
         k = default_pipeline(n) if k is None else max(1, int(k))

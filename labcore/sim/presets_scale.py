@@ -12,27 +12,30 @@ preset            network                                    published busbw GB/
 ``tcp_100g``      8 GPUs/node, one 100 GbE NIC, TCP sockets  10
 ================  =========================================  =====================
 
-The NIC-per-GPU presets are :func:`labcore.sim.topologies.multinode` with the NIC rate set
-(its achievable fraction, 0.96, is GTC24's 400Gb RDMA figure: 48 of 50 GB/s); RoCE runs the
-same RDMA wire rate as InfiniBand, so its preset differs only in what it cannot do:
-in-network reduction (SHARP needs InfiniBand switches). ``tcp_100g`` shares one NIC per node.
-Each preset's ``notes`` name their sources.
+Every preset is :func:`labcore.sim.topologies.multinode` (NVSwitch nodes, NCCL's protocols,
+one ring per GPU across nodes) with its fabric's numbers: the NIC's line rate, the fraction
+of it that is achievable, how many NICs a node has, and whether the switches reduce (SHARP).
+RoCE runs the same RDMA wire rate as InfiniBand, so its preset differs only in what it cannot
+do: in-network reduction (SHARP needs InfiniBand switches). ``tcp_100g`` shares one NIC per
+node. Each preset's ``notes`` name their sources.
 
 Example
 -------
 >>> t = preset("dgx_h100_ib", nodes=2)
 >>> t.ranks, t.nodes, PUBLISHED["dgx_h100_ib"]
 (16, 2, 380.0)
+>>> round(t.notes["nic achievable fraction"] * t.notes["nic B/s"] / 1e9)      # GB/s per NIC
+48
 """
 from __future__ import annotations
 
 import numpy as np
 
 from labcore.sim import topologies
-from labcore.sim.topology import Graph, Link
 
 GPUS_PER_NODE = 8
 GTC24 = "GTC24 S62129 (nvidia.com/en-us/on-demand/session/gtc24-s62129/), via stas00/ml-engineering network/benchmarks"
+COMMON = "NCCL 2.30.7 src/graph/tuning.cc (latencies); H100 datasheet (NVLink); nccl-tests#212 (NVLink achievable)"
 # Published nccl-tests all_reduce busbw (GB/s) of each preset's network [GTC24 S62129].
 PUBLISHED = {"dgx_h100_ib": 380.0, "dgx_h100_ib_sharp": 480.0, "ib_8x200": 192.0, "roce_8x400": 8 * 48.0,
              "tcp_100g": 10.0}
@@ -41,62 +44,42 @@ TCP_100G_BW = 12.5e9
 TCP_EFFICIENCY = 10 / 12.5
 
 
+def _fabric(nodes: int, key: str, name: str, wire: str, nic_bandwidth: float, sharp: bool = False, **fabric):
+    """``multinode`` with one fabric's numbers and their sources in ``notes``."""
+    return topologies.multinode(nodes, GPUS_PER_NODE, nic_bandwidth=nic_bandwidth, sharp=sharp, name=name,
+                                notes={"published busbw GB/s": PUBLISHED[key], "wire": wire,
+                                       "sources": f"{GTC24}; {COMMON}"}, **fabric)
+
+
 def dgx_h100_ib(nodes: int = 2, sharp: bool = False):
     """DGX H100 nodes, each GPU with its own 400 Gb/s NDR InfiniBand NIC; ``sharp``: the fabric
     reduces in the network (IB SHARP, NCCL's CollNet)."""
-    topo = topologies.multinode(nodes, GPUS_PER_NODE, nic_bandwidth=50e9, sharp=sharp,
-                                name=f"{nodes} x DGX H100, 8 x 400 Gb/s IB" + (" + SHARP" if sharp else ""))
-    return _cite(topo, "dgx_h100_ib_sharp" if sharp else "dgx_h100_ib",
-                 "NDR InfiniBand: 400 Gb/s = 50 GB/s per NIC and direction")
+    return _fabric(nodes, "dgx_h100_ib_sharp" if sharp else "dgx_h100_ib",
+                   f"{nodes} x DGX H100, 8 x 400 Gb/s IB" + (" + SHARP" if sharp else ""),
+                   "NDR InfiniBand: 400 Gb/s = 50 GB/s per NIC and direction, 48 achievable", 50e9, sharp)
 
 
 def ib_8x200(nodes: int = 2, sharp: bool = False):
     """Nodes of 8 NVSwitch GPUs with 8 x 200 Gb/s HDR InfiniBand NICs (DGX A100's network;
     the GPUs are H100-class here, which a NIC-bound all-reduce does not notice)."""
-    topo = topologies.multinode(nodes, GPUS_PER_NODE, nic_bandwidth=25e9, sharp=sharp,
-                                name=f"{nodes} x 8 GPUs, 8 x 200 Gb/s IB" + (" + SHARP" if sharp else ""))
-    return _cite(topo, "ib_8x200", "HDR InfiniBand: 200 Gb/s = 25 GB/s per NIC and direction")
+    return _fabric(nodes, "ib_8x200", f"{nodes} x 8 GPUs, 8 x 200 Gb/s IB" + (" + SHARP" if sharp else ""),
+                   "HDR InfiniBand: 200 Gb/s = 25 GB/s per NIC and direction, 24 achievable", 25e9, sharp)
 
 
 def roce_8x400(nodes: int = 2):
     """8 GPUs per node, each with a 400 Gb/s RoCE NIC on a lossless Ethernet fabric (PFC/ECN).
     RDMA over Ethernet runs at the same wire rate; no in-network reduction."""
-    topo = topologies.multinode(nodes, GPUS_PER_NODE, nic_bandwidth=50e9,
-                                name=f"{nodes} x 8 GPUs, 8 x 400 Gb/s RoCE")
-    return _cite(topo, "roce_8x400", "400 Gb/s RoCE: GTC24's '400Gb RDMA' busbw is 48 GB/s per NIC; SHARP is "
-                 "an InfiniBand switch feature")
+    return _fabric(nodes, "roce_8x400", f"{nodes} x 8 GPUs, 8 x 400 Gb/s RoCE",
+                   "400 Gb/s RoCE: GTC24's '400Gb RDMA' busbw is 48 GB/s per NIC; SHARP is an InfiniBand "
+                   "switch feature", 50e9)
 
 
 def tcp_100g(nodes: int = 2):
-    """8 NVSwitch GPUs per node sharing one 100 GbE NIC, NCCL over TCP sockets (no RDMA).
-
-    Every GPU's traffic to another node goes GPU -> node switch -> NIC -> fabric -> NIC ->
-    node switch -> GPU, so the node's one NIC carries all of it.
-    """
-    P = nodes * GPUS_PER_NODE
-    nvlink = topologies.H100_NVLINK_BW * topologies.NVLINK_EFFICIENCY
-    hop_nv, hop_net = topologies.NCCL_RING_LL_HOP_S["nvlink"], topologies.NCCL_RING_LL_HOP_S["net"]
-    nic = TCP_100G_BW * TCP_EFFICIENCY
-    names = [f"node {r // GPUS_PER_NODE} gpu {r % GPUS_PER_NODE}" for r in range(P)]
-    names += [f"node {n} nvswitch" for n in range(nodes)] + ["ethernet switch"]
-    fabric = P + nodes
-    links = []
-    for r in range(P):
-        links += [Link(r, P + r // GPUS_PER_NODE, nvlink, hop_nv / 2, "nvlink"),
-                  Link(P + r // GPUS_PER_NODE, r, nvlink, hop_nv / 2, "nvlink")]
-    for n in range(nodes):
-        links += [Link(P + n, fabric, nic, hop_net / 2, "nic"), Link(fabric, P + n, nic, hop_net / 2, "nic")]
-    topo = Graph(f"{nodes} x 8 GPUs, one 100 GbE NIC per node (TCP)", P, names, links,
-                 node_of=np.arange(P) // GPUS_PER_NODE, launch_s=topologies.NCCL_RING_LL_BASE_S,
-                 notes={"nic B/s": TCP_100G_BW, "nic achievable fraction": TCP_EFFICIENCY,
-                        "nvlink achievable B/s": nvlink})
-    return _cite(topo, "tcp_100g", "100 GbE: 12.5 GB/s per direction, one NIC shared by the node's 8 GPUs")
-
-
-def _cite(topo, key: str, wire: str):
-    topo.notes.update({"published busbw GB/s": PUBLISHED[key], "wire": wire,
-                       "sources": f"{GTC24}; NCCL 2.30.7 src/graph/tuning.cc (latencies); H100 datasheet"})
-    return topo
+    """8 NVSwitch GPUs per node sharing one 100 GbE NIC, NCCL over TCP sockets (no RDMA): every
+    GPU's traffic to another node goes through the node's one NIC, at 80% of its line rate."""
+    return _fabric(nodes, "tcp_100g", f"{nodes} x 8 GPUs, one 100 GbE NIC per node (TCP)",
+                   "100 GbE: 12.5 GB/s per direction, 10 achievable, one NIC shared by the node's 8 GPUs",
+                   TCP_100G_BW, nic_efficiency=TCP_EFFICIENCY, nics_per_node=1)
 
 
 PRESETS = {"dgx_h100_ib": dgx_h100_ib, "ib_8x200": ib_8x200, "roce_8x400": roce_8x400, "tcp_100g": tcp_100g}
@@ -124,9 +107,10 @@ def preset(name: str, nodes: int = 2, sharp: bool = False):
 def nic_bytes(trace) -> "object":
     """Bytes every NIC sent up into the fabric and received down from it, from a trace's routes.
 
-    A transfer's route is its list of links; a link into the fabric switch is a NIC's send
-    side ("up"), a link out of it the receive side ("down"). Returns a DataFrame indexed by
-    node (the rank names of its NICs' GPUs) with columns ``up`` and ``down`` in bytes.
+    A transfer's route is its list of links; every NIC of the trace's topology (a
+    :class:`~labcore.sim.topology.Cluster`) has a link up into the fabric and one down from it.
+    Returns a DataFrame indexed by NIC (named after its GPU) with columns ``up`` and ``down``
+    in bytes.
 
     Example
     -------
@@ -138,28 +122,20 @@ def nic_bytes(trace) -> "object":
     """
     import pandas as pd
 
-    topo, sizes = trace.topology, trace.schedule.size
-    up, down = {}, {}
-    for link in np.unique(trace.links[trace.links >= 0]):
-        label = topo.link_label(int(link))
-        src, _, dst = label.partition(" -> ")
-        dst = dst.split(" (")[0]
-        carried = float(sizes[(trace.links == link).any(axis=1)].sum())
-        if _is_fabric(dst):
-            up[src] = up.get(src, 0.0) + carried
-        elif _is_fabric(src):
-            down[dst] = down.get(dst, 0.0) + carried
-    names = sorted(set(up) | set(down), key=_natural)
-    return pd.DataFrame({"up": [up.get(n, 0.0) for n in names], "down": [down.get(n, 0.0) for n in names]},
-                        index=pd.Index(names, name="nic of"))
-
-
-def _is_fabric(name: str) -> bool:
-    return name in ("fabric switch", "ethernet switch")
-
-
-def _natural(name: str):
-    return [int(w) if w.isdigit() else w for w in name.split()]
+    nics = getattr(trace.topology, "nics", lambda: [])()
+    if not nics:
+        raise ValueError(f"topology {trace.topology.name!r} has no NICs; simulate on a multi-node preset")
+    names, up, down = zip(*nics)
+    sizes = trace.schedule.size
+    ids = np.r_[up, down]
+    lookup = np.full(trace.topology.n_links, -1)
+    lookup[ids] = np.arange(ids.size)
+    carried = np.zeros(ids.size)
+    for h in range(trace.links.shape[1]):         # a transfer crosses a link at most once
+        hit = lookup[np.maximum(trace.links[:, h], 0)]
+        ok = (trace.links[:, h] >= 0) & (hit >= 0)
+        carried += np.bincount(hit[ok], weights=sizes[ok], minlength=ids.size)
+    return pd.DataFrame({"up": carried[:len(up)], "down": carried[len(up):]}, index=pd.Index(names, name="nic of"))
 
 
 def per_gpu_nic_bandwidth(busbw: float, nodes: int, gpus: int) -> float:
@@ -178,25 +154,30 @@ def per_gpu_nic_bandwidth(busbw: float, nodes: int, gpus: int) -> float:
 
 
 def internode_bytes_per_gpu(algorithm: str, nbytes: float, nodes: int, gpus_per_node: int = GPUS_PER_NODE) -> float:
-    """Bytes one GPU's NIC sends (and receives) in an all-reduce of ``nbytes`` on k = ``nodes`` nodes.
+    """Bytes one GPU's NIC sends (and receives) in an all-reduce of ``nbytes`` on k = ``nodes``
+    nodes of g = ``gpus_per_node`` GPUs (n = kg), each GPU with its own NIC.
 
-    ``flat_ring``: one rank per node (every link of the ring crosses the network):
-    2(k-1)/k x S. ``hierarchical``: reduce-scatter inside the node first, so each GPU carries
-    only its 1/g slice across: 2(k-1)/k x S/g. ``in_network``: S up to the switch, S back.
+    ``ring``: NCCL's rings, one per GPU (channel), each crossing every node boundary on its own
+    NIC: 2(n-1)/n x S/g. ``hierarchical``: reduce-scatter inside the node first, so each GPU
+    carries only its 1/g slice across: 2(k-1)/k x S/g. ``in_network``: the slice up to the
+    switch and the sum back, S/g each way. With one GPU a node (g = 1): 2(k-1)/k x S for both
+    rings, S for in-network reduction.
 
     Example
     -------
     >>> internode_bytes_per_gpu("hierarchical", 800, nodes=2, gpus_per_node=8)
     100.0
+    >>> internode_bytes_per_gpu("in_network", 800, nodes=16, gpus_per_node=1)
+    800.0
     """
     k, g = nodes, gpus_per_node
-    if algorithm == "flat_ring":
-        return 2 * (k - 1) / k * nbytes
+    if algorithm == "ring":
+        return 2 * (k * g - 1) / (k * g) * nbytes / g
     if algorithm == "hierarchical":
         return 2 * (k - 1) / k * nbytes / g
     if algorithm == "in_network":
-        return float(nbytes)
-    raise ValueError(f"algorithm must be 'flat_ring', 'hierarchical' or 'in_network', not {algorithm!r}")
+        return nbytes / g
+    raise ValueError(f"algorithm must be 'ring', 'hierarchical' or 'in_network', not {algorithm!r}")
 
 
 # A real multi-node run: nccl-tests all_reduce_perf on 256 GPUs (16 per node, NCCL 2.8.4), out-of-place
@@ -235,9 +216,11 @@ ALGORITHMS = ("ring", "hierarchical", "double_tree", "in_network")
 def scale_sweep(name: str = "dgx_h100_ib", nodes=(2, 8, 64), sizes=(1 << 30,), algorithms=ALGORITHMS):
     """Timing-only simulations of all_reduce on a preset: every algorithm x node count x size.
 
-    ``in_network`` runs on the preset with SHARP (presets without it are skipped). Returns a
-    DataFrame: preset, algorithm, nodes, gpus, size, time_us, busbw (GB/s), nic_per_gpu
-    (busbw x (k-1)/(n-1), GB/s) and the preset's published busbw.
+    ``in_network`` runs on the preset with SHARP (presets without it are skipped). NCCL's
+    protocols are tried and the fastest kept. Returns a DataFrame: preset, algorithm, protocol,
+    nodes, gpus, size, time_us, busbw (GB/s), nic_per_gpu (what the busiest NIC sent up, over
+    the time, GB/s: from the trace's routes), nic_formula (busbw x (k-1)/(n-1), ml-engineering's
+    per-accelerator figure, exact for the hierarchical algorithm) and the preset's published busbw.
 
     Example
     -------
@@ -250,7 +233,7 @@ def scale_sweep(name: str = "dgx_h100_ib", nodes=(2, 8, 64), sizes=(1 << 30,), a
 
     rows = []
     for k in nodes:
-        built = {}   # one topology per SHARP setting: its routes are found once for every algorithm
+        built = {}   # one topology per SHARP setting, shared by the algorithms
         for algo in algorithms:
             sharp = algo == "in_network"
             if sharp and name not in SHARP_CAPABLE:
@@ -258,12 +241,15 @@ def scale_sweep(name: str = "dgx_h100_ib", nodes=(2, 8, 64), sizes=(1 << 30,), a
             topo = built.get(sharp) or built.setdefault(sharp, preset(name, k, sharp=sharp))
             for size in sizes:
                 t = simulate("all_reduce", algo, topo.ranks, size, topology=topo, values=False)
-                rows.append({"preset": name, "algorithm": algo, "nodes": k, "gpus": topo.ranks, "size": size,
-                             "time_us": t.time_s * 1e6, "busbw": t.busbw,
-                             "nic_per_gpu": per_gpu_nic_bandwidth(t.busbw, k, topo.ranks) if k > 1 else 0.0,
+                nic = float(nic_bytes(t)["up"].max()) / t.time_s / 1e9 if k > 1 else 0.0
+                rows.append({"preset": name, "algorithm": algo, "protocol": t.protocol, "nodes": k,
+                             "gpus": topo.ranks, "size": size, "time_us": t.time_s * 1e6, "busbw": t.busbw,
+                             "nic_per_gpu": nic,
+                             "nic_formula": per_gpu_nic_bandwidth(t.busbw, k, topo.ranks) if k > 1 else 0.0,
                              "published": topo.notes["published busbw GB/s"]})
     return pd.DataFrame(rows)
 
 
-__all__ = ["PUBLISHED", "NCCL_TESTS_78", "published_run", "PRESETS", "preset", "dgx_h100_ib", "ib_8x200", "roce_8x400", "tcp_100g", "nic_bytes",
-           "per_gpu_nic_bandwidth", "internode_bytes_per_gpu", "scale_sweep", "ALGORITHMS"]
+__all__ = ["PUBLISHED", "NCCL_TESTS_78", "published_run", "PRESETS", "SHARP_CAPABLE", "preset", "dgx_h100_ib",
+           "ib_8x200", "roce_8x400", "tcp_100g", "nic_bytes", "per_gpu_nic_bandwidth", "internode_bytes_per_gpu",
+           "scale_sweep", "ALGORITHMS"]

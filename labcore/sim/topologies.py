@@ -232,36 +232,53 @@ def pcie(gpus: int = 8, gen: int = 4, gpus_per_switch: int = 4, name: str | None
 
 
 def multinode(nodes: int = 4, gpus_per_node: int = 8, nic_bandwidth: float = NIC_400G_BW, sharp: bool = False,
-              name: str | None = None) -> Cluster:
+              name: str | None = None, nic_efficiency: float = NIC_EFFICIENCY, nics_per_node: int | None = None,
+              notes: dict | None = None) -> Cluster:
     """Several NVSwitch nodes (see :func:`nvswitch`) joined by one non-blocking InfiniBand/RoCE
     fabric; each GPU has its own NIC (the DGX H100 layout, 8 x 400 Gb/s per node).
 
     Sources: 400 Gb/s = 50 GB/s per NIC and direction x 0.96 achievable (GTC24 S62129:
     400 Gb RDMA all_reduce busbw 48 GB/s); NCCL's per-hop network latencies (tuning.cc:
-    Ring LL 2.7, LL128 4.0, Simple 14 us). One channel per NIC (``gpus_per_node`` channels):
+    Ring LL 2.7, LL128 4.0, Simple 14 us). One channel per GPU (``gpus_per_node`` channels):
     NCCL's rings each cross nodes on their own NIC, so a flat ring all-reduce reaches the
     NICs' 8 x 48 = 384 GB/s busbw (published: ~380 GB/s on DGX H100 with 8 x 400 Gb/s,
     GTC24 S62129; 392 GB/s with NCCL_ALGO=Ring on two HGX H100, nccl-tests#309). With
-    ``sharp`` the fabric switch reduces in the network. One process per GPU issues the
-    collectives (no host floor), as in the nccl-tests#309 runs.
+    ``sharp`` the fabric switch reduces in the network (IB SHARP; the ``in_network``
+    all-reduce then runs as NCCL's CollNetDirect, a head per NIC). One process per GPU
+    issues the collectives (no host floor), as in the nccl-tests#309 runs.
+
+    Parameters
+    ----------
+    nodes, gpus_per_node : int
+    nic_bandwidth : line rate per NIC and direction, bytes/s.
+    sharp : the fabric reduces in the network.
+    name : the machine's name (default: from the other parameters).
+    nic_efficiency : the achievable fraction of ``nic_bandwidth`` (default 0.96, GTC24's RDMA figure).
+    nics_per_node : NICs per node (default one per GPU); fewer are shared by the node's GPUs.
+    notes : more notes (sources of the parameters) for ``topology.notes``.
 
     Example
     -------
     >>> t = multinode(2, 4)
     >>> t.ranks, t.nodes, t.channels
     (8, 2, 4)
+    >>> len(multinode(2, 8, nics_per_node=1).nics())        # one NIC a node
+    2
     """
     nvlink = H100_NVLINK_BW * NVLINK_EFFICIENCY
     protocols = _ring_protocols(min(LL_FRACTION, LL_MAX_BW_HOPPER / nvlink))
     simple = protocols["Simple"]
-    return Cluster(nodes, gpus_per_node, nvlink, simple.hop_s["nvlink"], nic_bandwidth * NIC_EFFICIENCY,
+    nics = gpus_per_node if nics_per_node is None else nics_per_node
+    default_name = (f"{nodes} x {gpus_per_node} GPUs, {nic_bandwidth * 8 / 1e9:.0f} Gb/s NIC "
+                    + ("per GPU" if nics == gpus_per_node else f"x {nics} per node"))
+    return Cluster(nodes, gpus_per_node, nvlink, simple.hop_s["nvlink"], nic_bandwidth * nic_efficiency,
                    simple.hop_s["net"], sharp=sharp, launch_s=simple.launch_s, channels=gpus_per_node,
-                   protocols=protocols,
-                   name=name or f"{nodes} x {gpus_per_node} GPUs, {nic_bandwidth * 8 / 1e9:.0f} Gb/s NIC per GPU",
-                   notes={"nic B/s": nic_bandwidth, "nic achievable fraction": NIC_EFFICIENCY,
-                          "nvlink achievable B/s": nvlink, "channels": "one per NIC",
+                   protocols=protocols, nics_per_node=nics_per_node, name=name or default_name,
+                   notes={"nic B/s": nic_bandwidth, "nic achievable fraction": nic_efficiency,
+                          "nics per node": nics, "nvlink achievable B/s": nvlink, "channels": "one per GPU",
                           "protocols": {k: (p.launch_s, p.hop_s, p.efficiency) for k, p in protocols.items()},
-                          "sources": "GTC24 S62129; NCCL 2.30.7 tuning.cc; H100 datasheet; nccl-tests#290, #309"})
+                          "sources": "GTC24 S62129; NCCL 2.30.7 tuning.cc; H100 datasheet; nccl-tests#290, #309",
+                          **(notes or {})})
 
 
 def calibrated(fit, ranks: int | None = None) -> Uniform:

@@ -416,13 +416,16 @@ class Cluster(Topology):
     GPU ``c`` (mod the node size), so each channel enters and leaves a node through its own pair of
     NICs and ``gpus_per_node`` channels keep every NIC busy, as NCCL's rings do (NCCL aligns them to
     the fabric's rails and, with PXN, moves data to the rail's GPU over NVLink first; in a
-    non-blocking fabric that costs what this costs).
+    non-blocking fabric that costs what this costs). With fewer NICs than GPUs
+    (``nics_per_node``), every ``gpus_per_node / nics_per_node`` GPUs share one: the first GPU of
+    the group owns it and the others' traffic across nodes goes through it.
 
     Parameters
     ----------
     nodes, gpus_per_node : int
     nvlink_bandwidth, nvlink_latency : per port and direction (B/s); per GPU-to-GPU route (s).
     nic_bandwidth, net_latency : per NIC and direction; per route across nodes. Needed for nodes > 1.
+    nics_per_node : NICs per node, a divisor of ``gpus_per_node`` (default: one per GPU).
     nvls_bandwidth : the NVLS engine's intake per GPU (single node only), or None.
     sharp : the fabric switch reduces (an agent after the ranks).
     launch_s, issue_s, channels, channel_bytes, protocols : see :class:`Topology`.
@@ -435,15 +438,20 @@ class Cluster(Topology):
     [[0, 9], [16, 28]]
     >>> c.ring_orders(2).tolist()
     [[0, 1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 0, 5, 6, 7, 4]]
+    >>> [name for name, up, down in c.nics()][:2]
+    ['node 0 gpu 0', 'node 0 gpu 1']
     """
 
     def __init__(self, nodes: int, gpus_per_node: int, nvlink_bandwidth: float, nvlink_latency: float,
                  nic_bandwidth: float | None = None, net_latency: float = 0.0, nvls_bandwidth: float | None = None,
                  sharp: bool = False, launch_s: float = 0.0, issue_s: float = 0.0, channels: int = 1,
                  channel_bytes: float = 32 << 10, protocols: dict | None = None, gamma: float = 0.0,
-                 name: str = "cluster", notes: dict | None = None):
+                 name: str = "cluster", notes: dict | None = None, nics_per_node: int | None = None):
         if nodes < 1 or gpus_per_node < 1:
             raise ValueError(f"nodes and gpus_per_node must be at least 1, got {nodes} and {gpus_per_node}")
+        nics = gpus_per_node if nics_per_node is None else nics_per_node
+        if isinstance(nics, bool) or not isinstance(nics, int) or nics < 1 or gpus_per_node % nics:
+            raise ValueError(f"nics_per_node must divide gpus_per_node={gpus_per_node}, got {nics_per_node!r}")
         if nodes > 1 and not nic_bandwidth:
             raise ValueError("several nodes need NICs: give nic_bandwidth")
         if nvls_bandwidth and nodes > 1:
@@ -468,6 +476,9 @@ class Cluster(Topology):
         self.latency = np.repeat(np.array(lats, dtype=np.float64), P)
         self.gamma = np.full(P + self.switch_agents, float(gamma))
         self.node_of = np.arange(P) // gpus_per_node
+        share = gpus_per_node // nics
+        self.nic_of = np.arange(P) // share * share          # the GPU whose NIC each GPU uses
+        self.nics_per_node = nics
         self.launch_s, self.issue_s = float(launch_s), float(issue_s)
         self.channels, self.channel_bytes = int(channels), float(channel_bytes)
         self.protocols = dict(protocols or {})
@@ -483,9 +494,14 @@ class Cluster(Topology):
         s, d = np.minimum(src, P - 1), np.minimum(dst, P - 1)
         out = np.empty((src.size, 2), dtype=np.int64)
         if self.has_nic:        # in the node: port out, port in; across nodes: NIC out, NIC in
-            far = (self.node_of[s] != self.node_of[d]) * (2 * P)
-            np.add(src, far, out=out[:, 0])
-            np.add(dst, far + P, out=out[:, 1])
+            far = self.node_of[s] != self.node_of[d]
+            if self.nics_per_node == self.g:            # every GPU its own NIC: link ids by arithmetic
+                far = far * (2 * P)
+                np.add(src, far, out=out[:, 0])
+                np.add(dst, far + P, out=out[:, 1])
+            else:
+                out[:, 0] = np.where(far, 2 * P + self.nic_of[s], src)
+                out[:, 1] = np.where(far, 3 * P + self.nic_of[d], P + dst)
         else:
             out[:, 0], out[:, 1] = src, dst + P
         if self.switch_agents:
@@ -496,17 +512,34 @@ class Cluster(Topology):
             if self.sharp:
                 fabric = P + int(self.has_engine)
                 up, down = dst == fabric, src == fabric
-                out[up] = np.stack([self._link("nic_out", src[up]), np.full(int(up.sum()), -1)], axis=1)
-                out[down] = np.stack([self._link("nic_in", dst[down]), np.full(int(down.sum()), -1)], axis=1)
+                nic_up, nic_down = self.nic_of[src[up]], self.nic_of[dst[down]]
+                out[up] = np.stack([self._link("nic_out", nic_up), np.full(nic_up.size, -1)], axis=1)
+                out[down] = np.stack([self._link("nic_in", nic_down), np.full(nic_down.size, -1)], axis=1)
         return out
+
+    def nics(self) -> list[tuple[str, int, int]]:
+        """Every NIC: (the GPU that owns it, its link up into the fabric, its link down from it)."""
+        if not self.has_nic:
+            return []
+        owners = np.unique(self.nic_of).tolist()
+        return [(self._nic_name(r), int(self._link("nic_out", r)), int(self._link("nic_in", r))) for r in owners]
+
+    def _gpu_name(self, r: int) -> str:
+        return f"node {r // self.g} gpu {r % self.g}" if self.nodes > 1 else f"gpu {r}"
+
+    def _nic_name(self, r: int) -> str:
+        """A NIC by its GPU, or by its number in the node when GPUs share NICs."""
+        if self.nics_per_node == self.g:
+            return self._gpu_name(r)
+        return f"node {r // self.g} nic {r % self.g * self.nics_per_node // self.g}"
 
     def link_label(self, link: int) -> str:
         index, r = divmod(int(link), self.ranks)
         block = ("port_out", "port_in", "nic_out", "nic_in", "eng_in", "eng_out").index(list(self._block)[index])
-        gpu = f"node {r // self.g} gpu {r % self.g}" if self.nodes > 1 else f"gpu {r}"
+        gpu = self._gpu_name(r)
         switch = f"node {r // self.g} nvswitch" if self.nodes > 1 else "nvswitch"
         return {0: f"{gpu} -> {switch} (nvlink)", 1: f"{switch} -> {gpu} (nvlink)",
-                2: f"{gpu} -> fabric (nic)", 3: f"fabric -> {gpu} (nic)",
+                2: f"{self._nic_name(r)} -> fabric (nic)", 3: f"fabric -> {self._nic_name(r)} (nic)",
                 4: f"nvswitch -> reduction engine, lane of {gpu} (nvls)",
                 5: f"reduction engine -> nvswitch, lane of {gpu} (nvls)"}[block]
 
@@ -515,7 +548,8 @@ class Cluster(Topology):
         port = float(self.bandwidth[0]) + nic
         cuts = [Cut(1, port, port, "one GPU (NVLink port and NIC)")]
         if self.nodes > 1:
-            cuts.append(Cut(self.g, self.g * nic, self.g * nic, "one node (its NICs)"))
+            node = self.nics_per_node * nic
+            cuts.append(Cut(self.g, node, node, "one node (its NICs)"))
         return cuts
 
     def ring_orders(self, channels: int) -> np.ndarray:

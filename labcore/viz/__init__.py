@@ -5,6 +5,7 @@
   (which link carries what, when) and :func:`link_usage`;
 - explorers (ipywidgets): :func:`explore` / :class:`Explorer`, where ranks, size,
   algorithm and topology update one FigureWidget in place;
+- training steps (labcore.live recordings and their replays): :func:`step_timeline`, :func:`replay_slider`;
 - measurements (bench DataFrames): :func:`measurement_plot`, :func:`crossover_plot`,
   :func:`topology_heatmap`, :func:`gate_plot` (a regression gate's verdicts).
 """
@@ -12,8 +13,9 @@ from labcore.viz.chunk_flow import captions, chunk_flow, still
 from labcore.viz.explorer import Explorer, explore
 from labcore.viz.timeline import link_timeline, link_usage
 from labcore.viz.measure import crossover_plot, gate_plot, measurement_plot, topology_heatmap
+from labcore.viz.step_timeline import replay_slider, step_timeline
 
 __all__ = [
     "captions", "chunk_flow", "still", "link_timeline", "link_usage", "Explorer", "explore",
-    "crossover_plot", "gate_plot", "measurement_plot", "topology_heatmap",
+    "crossover_plot", "gate_plot", "measurement_plot", "topology_heatmap", "step_timeline", "replay_slider",
 ]

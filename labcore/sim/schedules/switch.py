@@ -4,6 +4,12 @@
   switch, which reduces the p copies and multicasts the sum back down: k+1 steps
   of S/k bytes, each rank sending S and receiving S in all (instead of the
   ring's 2(n-1)/n S each way, n ranks). busbw can exceed the link bandwidth.
+  With g = ``gpus_per_node`` > 1 it runs as NCCL's CollNetDirect does across
+  nodes (src/device/all_reduce.h, NCCL 2.30.7): each GPU scatters slice l of a
+  piece to local GPU l (the head of NIC l), which reduces the node's g copies
+  over NVLink, sends the slice up its NIC to the switch (one SHARP reduction per
+  NIC, a channel each), receives the sum and broadcasts it to the node's other
+  GPUs. Each NIC then carries S/g up and S/g down (S with one GPU a node).
 * ``nvls`` (NVLink SHARP on an NVSwitch, as NCCL drives it): piece j is split in
   p segments; every rank pushes its piece to the switch, which reduces (the
   multimem load-reduce), each rank fetches its reduced segment and stores it
@@ -18,6 +24,8 @@ Example
 -------
 >>> in_network_all_reduce(4, 400, pipeline=2).n_steps
 3
+>>> in_network_all_reduce(8, 800, pipeline=2, gpus_per_node=4).n_steps   # scatter, up, down, broadcast
+5
 """
 from __future__ import annotations
 
@@ -28,18 +36,38 @@ from labcore.sim.schedules._parts import Parts
 from labcore.sim.trace import Layout, Schedule
 
 
-def in_network_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None) -> Schedule:
-    """SHARP-style all-reduce through one reducing switch, pipelined in k = ``pipeline`` pieces."""
+def in_network_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None,
+                          gpus_per_node: int | None = None) -> Schedule:
+    """SHARP-style all-reduce through one reducing switch, pipelined in k = ``pipeline`` pieces.
+
+    ``gpus_per_node`` g (a divisor of ``ranks``; default 1): ranks r*g..r*g+g-1 share a node and
+    reach the switch through their own NICs; g > 1 reduces inside the node first (NCCL's
+    CollNetDirect, see the module docstring). Chunk j*g + l is slice l of piece j.
+    """
+    g = 1 if gpus_per_node is None else int(gpus_per_node)
+    if g < 1 or ranks % g:
+        raise ValueError(f"gpus_per_node must divide ranks={ranks}, got {gpus_per_node!r}")
     k = default_pipeline(nbytes) if pipeline is None else max(1, int(pipeline))
-    sw = ranks
-    r = np.arange(ranks)[None]
-    j = np.arange(k)[:, None]
+    sw, nodes = ranks, ranks // g
+    j = np.arange(k)[:, None, None, None]
+    home = np.arange(nodes)[None, :, None, None] * g            # first GPU of every node
+    head = np.arange(g)[None, None, :, None]                    # local GPU l: the head of slice l (NIC l)
+    peer = (head + 1 + np.arange(g - 1)[None, None, None, :]) % g   # the node's other GPUs
+    chunk = j * g + head
+    inside = 1 if g > 1 else 0                                  # steps of the in-node phase before the network
     parts = Parts()
     if ranks > 1:
-        parts.add(j, r, sw, j, True, label="up: switch reduces")
-        parts.add(j + 1, sw, r, j, False, label="down: switch multicasts")
-    return parts.schedule("all_reduce", "in_network", ranks, nbytes, k, switches=1,
-                          layout=Layout("switch", switches=1), params={"pipeline": k})
+        if g > 1:
+            parts.add(j, home + peer, home + head, chunk, True, channel=head, label="scatter: heads reduce the node")
+        parts.add(j + inside, home + head, sw, chunk, True, channel=head, label="up: switch reduces")
+        parts.add(j + inside + 1, sw, home + head, chunk, False, channel=head, label="down: switch multicasts")
+        if g > 1:
+            parts.add(j + 3, home + head, home + peer, chunk, False, channel=head, label="broadcast in the node")
+    layout = Layout("switch", switches=1) if g == 1 else Layout(
+        "hierarchical", order=tuple(range(g)), nodes=tuple((np.arange(ranks) // g).tolist()), switches=1)
+    params = {"pipeline": k} if g == 1 else {"pipeline": k, "gpus_per_node": g}
+    return parts.schedule("all_reduce", "in_network", ranks, nbytes, k * g, switches=1, layout=layout,
+                          params=params, distinct=True)
 
 
 def nvls_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None) -> Schedule:

@@ -46,9 +46,10 @@ table = options
 """Every (algorithm, protocol) for one call, as :class:`Option` objects."""
 
 SIM_ALGORITHM = {"Ring": "ring", "Tree": "double_tree", "NVLS": "nvls", "NVLSTree": "nvls",
-                 "PAT": "ring", "CollNetDirect": "nvls", "CollNetChain": "nvls"}
+                 "PAT": "ring", "CollNetDirect": "in_network", "CollNetChain": "in_network"}
 """Which simulator schedule stands in for each NCCL algorithm (protocols are not simulated;
-the in-switch reduction plays NVLS and CollNet; PAT's Bruck-like exchange has no schedule yet)."""
+NVLink SHARP plays NVLS, the node-then-switch in-network reduction plays CollNet; PAT's
+Bruck-like exchange has no schedule yet)."""
 
 __all__ = ["ALGORITHMS", "PROTOCOLS", "FUNCTIONS", "OPS", "Machine", "Graph", "MACHINES", "graphs_from_log",
            "Option", "Tuned",

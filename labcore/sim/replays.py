@@ -1,0 +1,531 @@
+"""Replay a recorded training step on another machine: what would its communication cost there?
+
+Input: a :class:`labcore.live.recorder.Recording` (what every rank issued, when, and the
+compute around it, recorded on any machine, a laptop included). Output: a :class:`Replay`
+with, per collective, the time the simulator predicts on a topology (a preset such as
+``"nvswitch8"`` or ``"multinode"``, any :mod:`labcore.sim.topologies` object, or one fitted to
+your measurements), with the algorithm NCCL's tuner would pick (or one you name); and per step
+the total with and without overlap against the recorded compute.
+
+The step model
+--------------
+Compute is what the rank did outside communication, as recorded: the time no collective was
+in flight, plus the profiler's compute scopes (autograd nodes, ``Optimizer.step``...) that ran
+while an overlapped one was. Each collective is issued at the same point of that compute as in
+the recording and runs on its process group's stream, one after another (NCCL runs one
+communicator's kernels in order). An overlapped collective (the rank went on while it ran)
+runs beside the compute that follows; a blocking one holds the compute until it ends; compute
+that resumed after the rank waited waits for the collectives that ended during that wait; the
+step ends when its compute and all its collectives have. ``serial`` is compute plus every
+collective one after another (no overlap). Every rank is replayed on its own; the step takes
+as long as the slowest rank.
+
+Scaling: with ``world_size`` larger than the recording's, collectives over all recorded ranks
+run over all ``world_size`` ranks with the same bytes (data parallelism: gradients and gathered
+parameters do not shrink as ranks are added); collectives on sub-groups keep their groups.
+``placement`` puts rank r on topology rank ``placement[r]`` (e.g. a tensor-parallel pair on one
+node, ``[0, 1]``, or across two, ``[0, 8]`` on ``multinode``).
+
+Collectives the simulator has no schedule for (send/recv, barrier, scatter, gather, a reduce
+NCCL would run as a ring) are listed with ``status`` "not simulated: ..." and their recorded
+time in ``not_simulated_us``; they are never dropped silently, and left out of the totals.
+
+Example
+-------
+>>> import labcore as lc                                              # doctest: +SKIP
+>>> r = lc.sim.replay(recording, "multinode")                        # doctest: +SKIP
+>>> r.steps[["serial_us", "overlap_us"]]                             # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from labcore.sim import topologies
+from labcore.sim.schedules import ALGORITHMS
+from labcore.sim.topology import Graph, Topology
+
+__all__ = ["replay", "Replay", "recorded_timeline", "nccl_algorithm", "TUNER_MACHINE"]
+
+# Preset names whose machine NCCL's tuner models (labcore.sim.tuner.MACHINES).
+TUNER_MACHINE = {"nvswitch8": "nvswitch8", "multinode": "multinode", "pcie8": "pcie8"}
+# Link kinds that identify the real-machine presets when a topology object is passed.
+_KIND_MACHINE = (("nic", "multinode"), ("nvls", "nvswitch8"), ("pcie", "pcie8"))
+# Without a tuner (uniform, calibrated...): the bandwidth-optimal algorithm of each op.
+_DEFAULT = {"all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring", "broadcast": "chain",
+            "all_to_all": "pairwise", "reduce": "binomial"}
+# NCCL runs these ops as rings; the simulator's ring-family schedule for each
+_RING = {"all_gather": "ring", "reduce_scatter": "ring", "broadcast": "chain"}
+_NO_SCHEDULE = {"send": "point-to-point: the simulator has no send/recv schedule",
+                "recv": "point-to-point: the simulator has no send/recv schedule",
+                "barrier": "a barrier carries no data; the simulator has no barrier",
+                "scatter": "the simulator has no scatter schedule",
+                "gather": "the simulator has no gather schedule"}
+
+
+def nccl_algorithm(op: str, nbytes: float, ranks: int, nodes: int, machine: str,
+                   in_switch: bool = True) -> tuple[str | None, str, str]:
+    """What NCCL's tuner picks, as the simulator plays it: (simulator algorithm, NCCL's name for
+    the pick, its protocol).
+
+    ``machine`` names a :data:`labcore.sim.tuner.MACHINES` entry, resized to ``ranks`` GPUs on
+    ``nodes`` nodes. All-reduce algorithms map through ``tuner.SIM_ALGORITHM``; the other ops
+    run as rings. Where the simulator stands in for NCCL's pick (NVLS without a reducing switch
+    in the topology, ``in_switch=False``, or PAT), the name says so. The algorithm is None when
+    the simulator has no schedule (NCCL reduces with a ring, the simulator only with a binomial
+    tree). This is the one place the replay calls the tuner.
+
+    Example
+    -------
+    >>> nccl_algorithm("all_reduce", 1 << 30, 8, 1, "nvswitch8")
+    ('nvls', 'NVLS/Simple', 'Simple')
+    """
+    from labcore.sim import tuner
+
+    choice = tuner.predict(op, int(nbytes), tuner.MACHINES[machine].with_ranks(ranks, nodes))
+    algorithm = tuner.SIM_ALGORITHM.get(choice.algorithm) if op == "all_reduce" else _RING.get(op)
+    if algorithm is None:
+        return None, (f"NCCL's tuner picks {choice.name} for {op}, which the simulator lacks; name one with "
+                      f"algorithm={{'{op}': '{sorted(ALGORITHMS.get(op, {'?': 0}))[0]}'}}"), choice.protocol
+    label = choice.name
+    if algorithm == "nvls" and not in_switch:
+        algorithm, label = "ring", f"{label} (simulated as ring: no reducing switch in this topology)"
+    elif choice.algorithm not in ("Ring", "Tree", "NVLS"):
+        label = f"{label} (simulated as {algorithm})"
+    return algorithm, label, choice.protocol
+
+
+class _Placed(Topology):
+    """The ranks of one group, placed on chosen ranks of a bigger topology: its links, protocols and
+    channels, with routes, nodes and rings restricted to those ranks (switches kept)."""
+
+    _SHARED = ("name", "bandwidth", "latency", "launch_s", "notes", "ports", "channels", "channel_bytes", "issue_s",
+               "protocols", "protocol", "link_kind", "latency_model", "step_s")
+
+    def __init__(self, base: Topology, ranks: list[int]):
+        for attr in self._SHARED:
+            setattr(self, attr, getattr(base, attr))
+        self.base, self.placed = base, np.asarray(ranks, dtype=np.int64)
+        self.ranks, self.switch_agents = len(ranks), base.switch_agents
+        self._agent = np.concatenate([self.placed, base.ranks + np.arange(base.switch_agents)])
+        self.gamma = base.gamma[self._agent]
+        _, self.node_of = np.unique(base.node_of[self.placed], return_inverse=True)
+
+    def routes(self, src, dst):
+        return self.base.routes(self._agent[np.asarray(src)], self._agent[np.asarray(dst)])
+
+    def link_label(self, link: int) -> str:
+        return self.base.link_label(link)
+
+    def ring_orders(self, channels: int) -> np.ndarray:
+        """The base's rings, visiting only the placed ranks (numbered 0 .. ranks-1 in placement order)."""
+        local = {int(r): k for k, r in enumerate(self.placed)}
+        return np.array([[local[int(r)] for r in order if int(r) in local]
+                         for order in self.base.ring_orders(channels)], dtype=np.int64)
+
+
+@dataclass
+class Replay:
+    """What a recording's communication costs on one topology.
+
+    Attributes
+    ----------
+    collectives : DataFrame, one row per collective (the same call on every rank of its group is
+        one row): step, op, bytes, group, seq, ranks (how many take part in the replay), nodes,
+        algorithm (simulator), nccl (the tuner's pick, "named" or "default"), protocol (the one
+        simulated: NCCL's pick where the topology describes it, else the simulator's fastest), predicted_us,
+        recorded_us (median over ranks), status ("simulated" or "not simulated: why").
+    steps : DataFrame per step: recorded_us (slowest rank), compute_us, comm_us (sum of predicted
+        collectives), serial_us (compute + comm), overlap_us (the step model above),
+        hidden_us (serial - overlap), not_simulated (count) and not_simulated_us (their recorded time).
+    timeline : DataFrame for figures: rank, step, lane ("compute", or "comm, group G" for a group's stream), name,
+        start_s, end_s (seconds from the step's start), predicted with overlap.
+    topology, world_size, algorithm, placement, compute_scale : what was replayed on, and how;
+        ``label`` says it in words.
+    """
+
+    collectives: "object"
+    steps: "object"
+    timeline: "object"
+    topology: str
+    world_size: int
+    algorithm: object
+    notes: list = field(default_factory=list)
+    placement: tuple = ()
+    compute_scale: float = 1.0
+
+    @property
+    def label(self) -> str:
+        """Topology, ranks, and what differs from the defaults (placement, compute scale)."""
+        text = f"{self.topology}, {self.world_size} ranks"
+        if self.placement and list(self.placement) != list(range(self.world_size)):
+            text += f" on {list(self.placement)}"
+        if self.compute_scale != 1.0:
+            text += f", compute x {self.compute_scale:g}"
+        return text
+
+    @property
+    def serial_s(self) -> float:
+        """Total of all steps with no overlap, seconds."""
+        return float(self.steps["serial_us"].sum()) / 1e6
+
+    @property
+    def overlap_s(self) -> float:
+        """Total of all steps with overlap, seconds."""
+        return float(self.steps["overlap_us"].sum()) / 1e6
+
+    @property
+    def comm_s(self) -> float:
+        """Sum of every simulated collective, seconds (what ``serial_s`` adds to compute)."""
+        return float(self.steps["comm_us"].sum()) / 1e6
+
+    @property
+    def not_simulated(self):
+        """The collectives the simulator could not play, with the reason."""
+        c = self.collectives
+        return c[c["status"] != "simulated"]
+
+    def __repr__(self) -> str:
+        skipped = len(self.not_simulated)
+        return (f"<Replay on {self.label}: {len(self.steps)} step(s), "
+                f"serial {self.serial_s * 1e3:.3f} ms, overlapped {self.overlap_s * 1e3:.3f} ms"
+                + (f", {skipped} collective(s) not simulated>" if skipped else ">"))
+
+
+def _resolve_topology(topology, world_size: int | None, recorded: int):
+    """(topology object, tuner machine name or None, label)."""
+    if isinstance(topology, str):
+        if topology not in topologies.PRESETS:
+            raise ValueError(f"unknown topology {topology!r}; choose one of {', '.join(topologies.PRESETS)} "
+                             "or pass a topology object")
+        topo = topologies.preset(topology, world_size) if world_size else topologies.preset(topology)
+        return topo, TUNER_MACHINE.get(topology), topology
+    if hasattr(topology, "params") and hasattr(topology, "fits"):           # a Calibration
+        ranks = world_size or recorded
+        return topologies.calibrated(topology, ranks), None, f"calibrated ({ranks} ranks)"
+    if not isinstance(topology, Topology):
+        raise TypeError(f"topology must be a preset name, a labcore.sim topology or a Calibration, not "
+                        f"{type(topology).__name__}")
+    machine = None
+    if isinstance(topology, Graph):
+        kinds = {link.kind for link in topology.links}
+        machine = next((m for kind, m in _KIND_MACHINE if kind in kinds), None)
+    return topology, machine, topology.name
+
+
+def _check_algorithm(algorithm, ops: set[str]):
+    if algorithm == "auto":
+        return
+    if isinstance(algorithm, str):
+        if not any(algorithm in ALGORITHMS.get(op, {}) for op in ops):
+            have = {op: sorted(ALGORITHMS[op]) for op in sorted(ops) if op in ALGORITHMS}
+            raise ValueError(f"no op in this recording has a {algorithm!r} algorithm in the simulator; choose "
+                             f"'auto' or one of {have}")
+        return
+    if not isinstance(algorithm, dict):
+        raise TypeError("algorithm is 'auto', an algorithm name, or a dict {op: algorithm}")
+    for op, name in algorithm.items():
+        if op not in ALGORITHMS:
+            raise ValueError(f"the simulator has no {op!r} collective; it has {', '.join(ALGORITHMS)}")
+        if name not in ALGORITHMS[op] and name != "auto":
+            raise ValueError(f"the simulator has no {name!r} algorithm for {op}; choose one of "
+                             f"{', '.join(sorted(ALGORITHMS[op]))}")
+
+
+def _choose(op, nbytes, n, nodes, algorithm, machine, in_switch):
+    """(simulator algorithm or None, label or reason, protocol or "auto")."""
+    named = algorithm.get(op, "auto") if isinstance(algorithm, dict) else algorithm
+    if named != "auto" and named in ALGORITHMS.get(op, {}):
+        return named, "named", "auto"
+    if machine is not None and op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"):
+        return nccl_algorithm(op, nbytes, n, nodes, machine, in_switch)
+    return _DEFAULT[op], "default", "auto"
+
+
+def _check_recording(recording, world_size, topo, placement):
+    if isinstance(recording, (list, tuple)):
+        raise TypeError("replay takes one Recording; join the ranks' recordings first: "
+                        "lc.live.combine(cl.run(fn))")
+    if not all(hasattr(recording, a) for a in ("frame", "scopes", "steps", "world_size")):
+        raise TypeError(f"replay takes a Recording (lc.live.record ... rec.recording()), not "
+                        f"{type(recording).__name__}")
+    if world_size is not None and (isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1):
+        raise ValueError(f"world_size must be a positive number of ranks, not {world_size!r}")
+    W = int(recording.world_size)
+    ranks_seen = set(recording.frame["rank"]) | set(recording.steps["rank"])
+    if ranks_seen and max(ranks_seen) >= W:
+        raise ValueError(f"this recording says it comes from {W} ranks but holds rank {max(ranks_seen)}: "
+                         "it mixes recordings of different clusters; replay one run's recording")
+    if world_size is not None and placement is not None and len(placement) != world_size:
+        raise ValueError(f"placement names {len(placement)} ranks but world_size is {world_size}; give one "
+                         "topology rank per replayed rank")
+    asked = len(placement) if placement is not None else world_size
+    if asked is not None and asked < W:
+        raise ValueError(f"this recording comes from {W} ranks, so it cannot be replayed as {asked}; replay it "
+                         f"on {W} ranks or more, or record on {asked}")
+    if topo.ranks < W:
+        raise ValueError(f"the topology {topo.name!r} has {topo.ranks} ranks, fewer than the {W} this recording "
+                         f"comes from; choose one with at least {W} (e.g. lc.sim.topologies.nvswitch({max(W, 8)}))")
+    size = asked or topo.ranks
+    if topo.ranks < size:
+        raise ValueError(f"the topology {topo.name!r} has {topo.ranks} ranks, fewer than the {size} asked for; "
+                         "choose a bigger topology or a smaller world_size")
+    place = list(range(size)) if placement is None else [int(p) for p in placement]
+    if len(set(place)) != len(place) or min(place) < 0 or max(place) >= topo.ranks:
+        raise ValueError(f"placement must list {size} different ranks of the topology (0..{topo.ranks - 1}), "
+                         f"got {placement}")
+    return W, size, place
+
+
+def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | None = None,
+           placement=None, steps=None, compute_scale: float = 1.0) -> Replay:
+    """Predict the communication of ``recording`` on ``topology``, collective by collective.
+
+    Parameters
+    ----------
+    recording : a :class:`labcore.live.recorder.Recording` (all ranks, ``lc.live.combine``).
+    topology : a preset name (``"nvswitch8"``, ``"multinode"``, ``"pcie8"``, ``"uniform"``, ...),
+        a topology from :mod:`labcore.sim.topologies`, or a :class:`labcore.sim.Calibration`.
+        A preset name is built for ``world_size`` ranks when given (nvswitch8 for 4 ranks is a
+        4-GPU NVSwitch node), else at its own size (8, 32 for multinode).
+    algorithm : "auto" (NCCL's tuner on the presets of real machines, the ring family on
+        others), an algorithm name used for every op that has it, or ``{op: name}``.
+    world_size : ranks to replay as (default: the topology's); larger than the recording's
+        scales data parallelism (see the module docstring).
+    placement : topology rank of each replayed rank (default 0, 1, 2, ...).
+    steps : which recorded steps to replay (default all).
+    compute_scale : multiplies the recorded compute (e.g. 0.01: "if compute were 100x faster,
+        as on a GPU, how much communication would still show?").
+
+    Example
+    -------
+    >>> r = replay(recording, "multinode", algorithm="ring")            # doctest: +SKIP
+    >>> r.collectives[["op", "bytes", "algorithm", "predicted_us"]]     # doctest: +SKIP
+    """
+    import pandas as pd
+
+    topo, machine, label = _resolve_topology(topology, world_size, int(getattr(recording, "world_size", 0) or 0))
+    W, size, place = _check_recording(recording, world_size, topo, placement)
+    frame, scopes, step_frame = recording.frame, recording.scopes, recording.steps
+    if steps is not None:
+        wanted = set(int(s) for s in ([steps] if np.isscalar(steps) else steps))
+        missing = wanted - set(step_frame["step"])
+        if missing:
+            raise ValueError(f"the recording has steps {sorted(set(step_frame['step']))}, not {sorted(missing)}")
+        frame = frame[frame["step"].isin(wanted)]
+        scopes = scopes[scopes["step"].isin(wanted)]
+        step_frame = step_frame[step_frame["step"].isin(wanted)]
+    if not (isinstance(compute_scale, (int, float)) and np.isfinite(compute_scale) and compute_scale >= 0):
+        raise ValueError(f"compute_scale must be a finite number >= 0, not {compute_scale!r}")
+    _check_algorithm(algorithm, set(frame["op"]))
+    collectives, durations = _predict_all(frame, W, size, place, topo, machine, algorithm)
+    by_rank_step = frame.groupby(["rank", "step"]).indices
+    scopes_by = scopes.groupby(["rank", "step"]).indices
+    columns = {c: frame[c].to_numpy() for c in ("issued_s", "end_s", "overlapped", "group", "op", "bytes")}
+    scope_cols = {c: scopes[c].to_numpy() for c in ("start_s", "end_s", "name")}
+    pred = np.array([durations[i] for i in frame.index], dtype=object)
+    per_rank, timeline = [], []
+    for rank, step, start, end in step_frame[["rank", "step", "start_s", "end_s"]].itertuples(index=False):
+        rows = by_rank_step.get((rank, step), np.zeros(0, dtype=np.int64))
+        sc = scopes_by.get((rank, step), np.zeros(0, dtype=np.int64))
+        result, lanes = _replay_rank(float(start), float(end), {c: v[rows] for c, v in columns.items()},
+                                     {c: v[sc] for c, v in scope_cols.items()}, list(pred[rows]), compute_scale)
+        per_rank.append(dict(rank=rank, step=step, **result))
+        timeline += [dict(rank=rank, step=step, **lane) for lane in lanes]
+    by_step = pd.DataFrame(per_rank).groupby("step").max(numeric_only=True).drop(columns="rank")
+    by_step["hidden_us"] = by_step["serial_us"] - by_step["overlap_us"]
+    skipped = collectives[collectives["status"] != "simulated"]
+    by_step["not_simulated"] = skipped.groupby("step").size().reindex(by_step.index, fill_value=0)
+    by_step["not_simulated_us"] = skipped.groupby("step")["recorded_us"].sum().reindex(by_step.index, fill_value=0.0)
+    notes = []
+    if size != W:
+        notes.append(f"scaled from {W} to {size} ranks: collectives over all ranks run over all {size}")
+    return Replay(collectives, by_step, pd.DataFrame(timeline), label, size, algorithm, notes, tuple(place),
+                  float(compute_scale))
+
+
+def _predict_all(frame, W, size, place, topo, machine, algorithm):
+    """One row per collective and {(group, seq) or row index: predicted seconds or None}."""
+    import pandas as pd
+
+    cache: dict = {}
+    rows, by_key = [], {}
+    cols = {c: frame[c].tolist() for c in ("group", "seq", "op", "bytes", "group_ranks", "group_size", "step",
+                                          "time_us")}
+    keys = [(g, q) if q >= 0 else ("p2p", i) for i, (g, q) in enumerate(zip(cols["group"], cols["seq"]))]
+    members: dict = {}
+    for i, key in enumerate(keys):
+        members.setdefault(key, []).append(i)
+    for key, idx in members.items():
+        i = idx[0]
+        op, nbytes = cols["op"][i], float(cols["bytes"][i])
+        ranks = list(cols["group_ranks"][i]) or list(range(int(cols["group_size"][i])))
+        if sorted(ranks) == list(range(W)) and size != W:
+            ranks = list(range(size))
+        placed = [place[r] for r in ranks]
+        nodes = len(set(topo.node_of[placed].tolist()))
+        times = np.array([cols["time_us"][j] for j in idx], dtype=float)
+        recorded_us = float(np.nanmedian(times)) if np.isfinite(times).any() else np.nan
+        algo, label, predicted, status = None, "", None, "simulated"
+        if op in _NO_SCHEDULE or op not in ALGORITHMS:
+            status = "not simulated: " + _NO_SCHEDULE.get(op, f"the simulator has no {op} schedule")
+        elif len(ranks) == 1:
+            algo, label, predicted = "-", "1 rank: nothing to send", 0.0
+        else:
+            algo, label, protocol = _choose(op, nbytes, len(ranks), nodes, algorithm, machine, topo.switch_agents > 0)
+            if algo is None:
+                status = "not simulated: " + label
+            else:
+                predicted, status, protocol = _simulate(cache, op, algo, placed, nbytes, topo, protocol)
+        by_key[key] = predicted
+        rows.append(dict(step=int(cols["step"][i]), op=op, bytes=int(cols["bytes"][i]), group=cols["group"][i],
+                         seq=int(cols["seq"][i]), ranks=len(ranks), nodes=nodes, algorithm=algo or "",
+                         nccl=label if algo else "", protocol=protocol if predicted else "",
+                         predicted_us=np.nan if predicted is None else predicted * 1e6,
+                         recorded_us=recorded_us, status=status))
+    durations = {index: by_key[key] for index, key in zip(frame.index, keys)}
+    return pd.DataFrame(rows), durations
+
+
+def _simulate(cache, op, algo, placed, nbytes, topo, protocol):
+    """(seconds or None, status, protocol the simulator ran) of one collective, simulated once per kind.
+
+    ``labcore.sim.simulate`` on the placed ranks: NCCL's protocol when the topology describes it,
+    else the simulator's fastest ("auto"); builder options (channels, rings, pipeline, nodes) from
+    the topology, as for any simulated collective."""
+    import labcore.sim as sim
+
+    key = (op, algo, tuple(placed), nbytes, protocol)
+    if key not in cache:
+        placed_topo = _Placed(topo, placed)
+        proto = protocol if protocol in placed_topo.protocols else ("auto" if placed_topo.protocols else None)
+        try:
+            try:
+                trace = sim.simulate(op, algo, len(placed), nbytes, topology=placed_topo, values=False, protocol=proto)
+            except ValueError as err:
+                if proto in (None, "auto") or "protocol" not in str(err):
+                    raise
+                trace = sim.simulate(op, algo, len(placed), nbytes, topology=placed_topo, values=False, protocol="auto")
+            cache[key] = (trace.time_s, "simulated", trace.protocol or "")
+        except ValueError as err:
+            cache[key] = (None, f"not simulated: {err}", "")
+    return cache[key]
+
+
+def _merge(intervals: list[tuple[float, float]]) -> list[list[float]]:
+    out: list[list[float]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        elif b > a:
+            out.append([a, b])
+    return out
+
+
+def _subtract(base: list[list[float]], cut: list[list[float]]) -> list[list[float]]:
+    out = []
+    for a, b in base:
+        pieces = [[a, b]]
+        for c, d in cut:
+            nxt = []
+            for x, y in pieces:
+                if d <= x or c >= y:
+                    nxt.append([x, y])
+                    continue
+                if c > x:
+                    nxt.append([x, c])
+                if d < y:
+                    nxt.append([d, y])
+            pieces = nxt
+        out += pieces
+    return [p for p in out if p[1] > p[0]]
+
+
+def _overlapped(values) -> np.ndarray:
+    return np.array([bool(v) if v is not None and v == v else False for v in values], dtype=bool)
+
+
+def _compute_segments(S: float, E: float, rows, scopes) -> tuple[list[list[float]], np.ndarray, np.ndarray]:
+    """The recorded compute of one rank's step (see the module docstring), issue and end times.
+
+    ``rows`` and ``scopes`` map column names to arrays (one rank's step)."""
+    issued = np.asarray(rows["issued_s"], dtype=float)
+    end = np.asarray(rows["end_s"], dtype=float)
+    end = np.where(np.isnan(end), issued, end)
+    overlapped = _overlapped(rows["overlapped"])
+    flight = _merge(list(zip(issued, end)))
+    blocking = _merge([(a, b) for a, b, o in zip(issued, end, overlapped) if not o])
+    busy = _merge([(a, b) for a, b, n in zip(scopes["start_s"], scopes["end_s"], scopes["name"])
+                   if "wait" not in n.lower()])
+    compute = _merge(_subtract([[S, E]], flight) + _subtract(busy, blocking))
+    return _subtract(compute, [[-np.inf, S], [E, np.inf]]), issued, end
+
+
+def recorded_timeline(recording, rank: int | None = None, step: int = 0):
+    """The recorded step of one rank as timeline rows (the columns of :attr:`Replay.timeline`).
+
+    Example
+    -------
+    >>> recorded_timeline(recording, rank=0, step=1).head()      # doctest: +SKIP
+    """
+    import pandas as pd
+
+    rank = min(recording.ranks) if rank is None else rank
+    srow = recording.steps[(recording.steps["rank"] == rank) & (recording.steps["step"] == step)]
+    if srow.empty:
+        raise ValueError(f"rank {rank} has no step {step}; it has {sorted(set(recording.steps['step']))}")
+    S, E = float(srow["start_s"].iloc[0]), float(srow["end_s"].iloc[0])
+    f, sc = recording.frame, recording.scopes
+    rows = f[(f["rank"] == rank) & (f["step"] == step)]
+    sc = sc[(sc["rank"] == rank) & (sc["step"] == step)]
+    compute, issued, end = _compute_segments(S, E, {c: rows[c].to_numpy() for c in rows},
+                                             {c: sc[c].to_numpy() for c in sc})
+    lanes = [dict(lane="compute", name="compute", start_s=a - S, end_s=b - S) for a, b in compute]
+    start = np.where(rows["start_s"].notna(), rows["start_s"], issued)
+    lanes += [dict(lane=f"comm, group {g}" if g else "p2p", name=op, start_s=a - S, end_s=b - S, bytes=nb)
+              for g, op, a, b, nb in zip(rows["group"], rows["op"], start, end, rows["bytes"])]
+    return pd.DataFrame([dict(rank=rank, step=step, **lane) for lane in lanes])
+
+
+def _replay_rank(S: float, E: float, rows, scopes, pred, compute_scale: float = 1.0):
+    """Serial and overlapped time of one rank's step, and its predicted timeline (see module docstring).
+
+    ``rows`` and ``scopes`` map column names to arrays; ``pred`` is each row's predicted seconds
+    (None: not simulated)."""
+    compute, issued, end = _compute_segments(S, E, rows, scopes)
+    overlapped = _overlapped(rows["overlapped"])
+    comm = sum(p for p in pred if p is not None)
+    total_compute = sum(b - a for a, b in compute) * compute_scale
+    # walk the recorded timeline: compute segments and collective issues in time order
+    order = sorted([(a, 0, k) for k, (a, _) in enumerate(compute)] + [(t, 1, j) for j, t in enumerate(issued)])
+    clock, last_b = 0.0, S            # replay clock; recorded time where the last compute segment ended
+    stream_free: dict = {}
+    ends: list[tuple[float, float]] = []     # (recorded end, replayed end) of simulated collectives
+    lanes = []
+    for when, kind, k in order:
+        if kind == 0:
+            a, b = compute[k]
+            if a > last_b:       # the rank waited before this: for what ended during the wait
+                clock = max([clock] + [e2 for e1, e2 in ends if last_b <= e1 <= a])
+            span = (b - a) * compute_scale
+            lanes.append(dict(lane="compute", name="compute", start_s=clock, end_s=clock + span))
+            clock += span
+            last_b = b
+            continue
+        p = pred[k]
+        if p is None:
+            continue
+        # issued inside the segment just played: at the same point of it
+        at = clock - (last_b - when) * compute_scale if when < last_b else clock
+        g = rows["group"][k]
+        lane = f"comm, group {g}" if g else "p2p"
+        start = max(at, stream_free.get(lane, -np.inf))
+        stream_free[lane] = start + p
+        ends.append((end[k], start + p))
+        lanes.append(dict(lane=lane, name=rows["op"][k], start_s=start, end_s=start + p, bytes=rows["bytes"][k]))
+        if not overlapped[k]:
+            clock = max(clock, start + p)
+    finish = max([clock] + [e2 for _, e2 in ends])
+    return (dict(recorded_us=(E - S) * 1e6, compute_us=total_compute * 1e6, comm_us=comm * 1e6,
+                 serial_us=(total_compute + comm) * 1e6, overlap_us=finish * 1e6), lanes)

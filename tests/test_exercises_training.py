@@ -1,0 +1,116 @@
+"""Exercises of notebooks 05 and 06 on live ranks: the right answer passes, and each mistake a
+learner makes gets its own message (checks compare with single-process training and count the
+collectives with the recorder)."""
+import pytest
+
+from labcore.exercises import data_parallel as dp
+from labcore.exercises import sharding as sh
+from labcore.live import magic
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    yield magic.get_cluster(4)          # what the checks use when no cluster is given
+    magic.close_all()
+
+
+CASES = [
+    (dp.q_average, dp.allreduce_per_parameter, "match single-process training"),
+    (dp.q_average, dp._no_divide, "4 times too large"),
+    (dp.q_average, dp._params_not_grads, "What has to agree before the optimizer step is the gradient"),
+    (dp.q_buckets, dp.allreduce_buckets, "match single-process training"),
+    (dp.q_buckets, dp._drop_last_bucket, "left over after the last full bucket were never averaged"),
+    (dp.q_buckets, dp._bucket_no_divide, "4 times too large"),
+    (dp.q_buckets, lambda model, bucket_bytes: dp.allreduce_per_parameter(model), "one per parameter"),
+    (dp.q_overlap, (dp._launch_async, dp._finish_wait), "match single-process training"),
+    (dp.q_overlap, (dp._launch_async, dp._finish_no_wait), "never waited on before the optimizer step"),
+    (dp.q_overlap, (dp._launch_blocking, dp._finish_wait), "launch returned no handle"),
+    (dp.q_overlap, (dp._launch_async, dp._finish_no_divide), "4 times too large"),
+    (dp.q_accumulate, dp._accumulate, "match single-process training"),
+    (dp.q_accumulate, dp._accumulate_every, "synchronised after every micro-batch"),
+    (dp.q_accumulate, dp._accumulate_never, "never synchronised"),
+    (dp.q_accumulate, dp._accumulate_unscaled, "differ from single-process training"),
+    (sh.q_sharded_step, sh._zero_step, "match unsharded Adam"),
+    (sh.q_sharded_step, sh._zero_step_allreduce, "counted all-reduces"),
+    (sh.q_sharded_step, sh._zero_step_no_gather, "every rank needs all the updated parameters"),
+    (sh.q_zero3_layer, sh.Zero3LinearFn, "shards match unsharded Adam"),
+    (sh.q_zero3_layer, sh._KeepsWeights, "backward used weights kept from forward"),
+    (sh.q_zero3_layer, sh._LocalGradients, "saw no reduce-scatter"),
+    (sh.q_row_parallel, sh.row_parallel, "match the unsharded MLP"),
+    (sh.q_row_parallel, sh._row_all_gather, "put side by side"),
+    (sh.q_row_parallel, sh._row_bias_everywhere, "every rank added b2 before the reduction"),
+    (sh.q_row_parallel, sh._row_no_reduce, "never combined"),
+]
+
+
+@pytest.mark.parametrize("exercise, answer, message", CASES,
+                         ids=[f"{q.title}-{i}" for i, (q, _, _) in enumerate(CASES)])
+def test_live_feedback(exercise, answer, message):
+    result = exercise.evaluate(answer)
+    right = answer == exercise.correct_example
+    assert result.status == ("correct" if right else "incorrect"), result.message
+    assert message in result.message
+
+
+VALUES = [
+    (dp.q_ddp_bytes, 2 * 3 / 4 * 500776, dict(grad_bytes=500776, ranks=4), "correct!"),
+    (dp.q_ddp_bytes, 500776, dict(grad_bytes=500776, ranks=4), "the gradient buffer itself"),
+    (dp.q_ddp_bytes, 2 * 500776, dict(grad_bytes=500776, ranks=4), "never sends the chunk it keeps"),
+    (dp.q_ddp_bytes, 3 / 4 * 500776, dict(grad_bytes=500776, ranks=4), "one phase of the ring"),
+    (dp.q_ddp_bytes, 6 * 500776, dict(grad_bytes=500776, ranks=4), "not the whole buffer"),
+    (dp.q_ddp_bytes, 1.0, dict(grad_bytes=500776, ranks=4), "Count the steps"),
+    (dp.q_ddp_bytes, "lots", {}, "expected a number"),
+    (dp.q_ddp_bytes, "inf", {}, "finite"),
+    (sh.q_zero3_volume, 3, {}, "correct!"),
+    (sh.q_zero3_volume, 2, {}, "2Ψ is what stages 1 and 2 move"),
+    (sh.q_zero3_volume, 4, {}, "reduce-scattered once"),
+    (sh.q_zero3_volume, "three", {}, "answer with a number"),
+    (sh.q_padding, sh.shard_of, {}, "correct!"),
+    (sh.q_padding, sh._chunk_shard, {}, "shards have sizes [3, 3, 3, 1]"),
+    (sh.q_padding, sh._floor_shard, {}, "belong to no rank"),
+    (sh.q_padding, sh._pad_ones, {}, "the padding is off"),
+]
+
+
+@pytest.mark.parametrize("exercise, answer, context, message", VALUES)
+def test_value_feedback_names_the_mistake_without_the_answer(exercise, answer, context, message):
+    result = exercise.evaluate(answer, **context)
+    assert message in result.message
+    assert "x the right value" not in result.message
+
+
+def _unwritten(*args):
+    raise NotImplementedError("replace this line with your code")
+
+
+class _Unwritten:
+    forward = staticmethod(_unwritten)
+    backward = staticmethod(_unwritten)
+
+
+@pytest.mark.parametrize("exercise, starter", [
+    (dp.q_average, _unwritten), (dp.q_buckets, _unwritten), (dp.q_overlap, (_unwritten, _unwritten)),
+    (dp.q_accumulate, _unwritten), (sh.q_sharded_step, _unwritten), (sh.q_zero3_layer, _Unwritten),
+    (sh.q_row_parallel, _unwritten), (sh.q_padding, _unwritten)])
+def test_starter_code_is_not_attempted(exercise, starter):
+    assert exercise.evaluate(starter).status == "not attempted"
+
+
+def _rank0_skips(model):
+    import torch.distributed as dist
+
+    if dist.get_rank() != 0:
+        dp.allreduce_per_parameter(model)
+
+
+def test_a_hang_is_reported_within_the_timeout():
+    result = dp.q_average.evaluate(_rank0_skips, timeout=8)
+    assert result.status == "incorrect" and "did not finish within 8 s" in result.message
+    assert dp.q_average.evaluate(dp.allreduce_per_parameter).status == "correct"     # the group healed
+
+
+@pytest.mark.parametrize("module", [dp, sh])
+def test_docstring_examples_run(module):
+    import doctest
+
+    assert doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0

@@ -1,0 +1,244 @@
+"""The collective recorder on live gloo ranks: byte counts against the models' own sizes, ZeRO's
+volumes against the paper, what each row says, and the errors."""
+import pytest
+import torch
+
+import labcore as lc
+from labcore.exercises import data_parallel as dp
+from labcore.exercises import sharding as sh
+from labcore.live import magic
+from labcore.live.recorder import Recording, combine, record
+
+PSI_BYTES = sum(p.numel() * p.element_size() for p in dp.make_model().parameters())   # float64 MLP
+
+
+@pytest.fixture(scope="module")
+def cl():
+    cluster = magic.get_cluster(4)          # the cluster the exercises and %%ranks 4 use too
+    yield cluster
+    magic.close_all()
+
+
+def test_ddp_all_reduces_the_gradient_bytes_in_its_buckets(cl):
+    cap = 256 << 10
+    rec = combine(cl.run(dp.ddp_train, cap, steps=2, dims=dp.DEEP, dtype=torch.float32, per_rank=16))
+    model = dp.make_model(dims=dp.DEEP, dtype=torch.float32)
+    layout = [sum(p.numel() * p.element_size() for p in b) for b in dp.buckets_of(model.parameters(), cap)]
+    grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert len(layout) > 1
+    for rank in range(4):
+        rows = rec.collectives(rank)
+        for step in (0, 1):
+            reduced = rows[(rows["step"] == step) & (rows["op"] == "all_reduce")]
+            assert reduced["bytes"].tolist() == layout               # DDP's buckets, last layers first
+            assert reduced["bytes"].sum() == grad_bytes
+            assert (reduced["dtype"] == "float").all() and (reduced["group_size"] == 4).all()
+            assert reduced["via"].str.contains("_engine_run_backward").all()   # launched from backward
+    # the same collective has the same group sequence number on every rank
+    seqs = rec.frame.groupby("rank")["seq"].apply(list)
+    assert all(s == seqs.iloc[0] for s in seqs)
+    summary = rec.summary().loc[1]
+    assert summary.loc["all_reduce", "calls"] == len(layout)
+    assert summary.loc["all_reduce", "sent_bytes"] == pytest.approx(2 * 3 / 4 * grad_bytes)
+    assert (rec.step_times() > 0).all()
+
+
+def test_ddp_construction_broadcasts_rank_0s_parameters(cl):
+    def build():
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        with record("init") as rec:
+            DDP(dp.make_model(seed=lc.rank_info().rank))
+        return rec
+
+    rows = combine(cl.run(build)).collectives()
+    sync = rows[rows["via"].str.endswith("_sync_params_and_buffers")]
+    assert sync["op"].tolist() == ["broadcast"] and sync["bytes"].tolist() == [PSI_BYTES]
+
+
+def test_fsdp2_all_gathers_carry_each_layers_parameters(cl):
+    layers = [sum(p.numel() * 8 for p in m.parameters()) for m in dp.make_model() if isinstance(m, torch.nn.Linear)]
+    for reshard, gathers in ((True, 2), (False, 1)):
+        results = cl.run(sh.fsdp_train, reshard)
+        want = sh.adam_reference(4)
+        assert all(torch.allclose(p, want, rtol=1e-12, atol=1e-14) for p, _ in results)
+        rows = combine([r for _, r in results]).collectives()
+        for step in range(3):
+            s = rows[rows["step"] == step]
+            assert sorted(s.loc[s["op"] == "all_gather", "bytes"]) == sorted(layers * gathers)
+            assert sorted(s.loc[s["op"] == "reduce_scatter", "bytes"]) == sorted(layers)
+            assert (s["backend_op"][s["op"] == "reduce_scatter"] == "gloo:all_reduce").all()   # gloo's way
+
+
+def test_zero_by_hand_matches_adam_and_moves_the_papers_volumes(cl):
+    want = sh.adam_reference(4)
+    layers = [sum(p.numel() * 8 for p in m.parameters()) for m in dp.make_model() if isinstance(m, torch.nn.Linear)]
+    volumes = {}
+    for stage in (0, 1, 2, 3):
+        results = cl.run(sh.zero_train, stage)
+        assert all(torch.allclose(r["params"], want, rtol=1e-12, atol=1e-14) for r in results), stage
+        rec = combine([r["recording"] for r in results])
+        for step in range(3):
+            per_op = rec.summary().loc[step, "bytes"]
+            volumes[stage, step] = sum(b * (2 if op == "all_reduce" else 1) for op, b in per_op.items()) / PSI_BYTES
+        memory = results[0]["memory"]
+        assert memory["optimizer"] == (2 * PSI_BYTES if stage == 0 else 2 * PSI_BYTES // 4)
+        assert memory["params"] == (PSI_BYTES // 4 if stage == 3 else PSI_BYTES)
+        if stage == 3:      # every all-gather carries one layer's flat parameters
+            gathers = rec.collectives().query("op == 'all_gather' and step == 0")["bytes"]
+            assert sorted(gathers) == sorted(layers * 2)
+    assert volumes == {(s, t): (3.0 if s == 3 else 2.0) for s in range(4) for t in range(3)}
+
+
+def test_zero_redundancy_optimizer_all_reduces_then_broadcasts(cl):
+    results = cl.run(sh.zero_redundancy_train)
+    want = sh.adam_reference(4)
+    assert all(torch.allclose(p, want, rtol=1e-12, atol=1e-14) for p, _ in results)
+    per_op = combine([r for _, r in results]).summary().loc[2, "bytes"]     # step 1 rebuilds DDP buckets
+    assert per_op.to_dict() == {"all_reduce": PSI_BYTES, "broadcast": PSI_BYTES}
+
+
+def _mixed():
+    import torch.distributed as dist
+
+    rank = dist.get_rank()
+    with record("mixed") as rec:
+        with rec.step():
+            t = torch.ones(3, dtype=torch.float64)
+            if rank == 0:
+                dist.send(t, 1)
+            elif rank == 1:
+                dist.recv(t, 0)
+            out = torch.empty(12, dtype=torch.float64)
+            dist.all_gather_single(out, t)
+            dist.reduce_scatter_single(t, out)
+            dist.barrier()
+            pair = dist.new_group([0, 1])
+            if rank < 2:
+                dist.all_reduce(t, group=pair)
+        with rec.step():
+            work = dist.all_reduce(torch.ones(1000), async_op=True)
+            with torch.profiler.record_function("compute"):     # a scope the recorder sees
+                busy = torch.ones(200, 200)
+                for _ in range(20):
+                    busy = busy @ busy / 200      # the rank computes while the all-reduce runs
+            work.wait()
+            dist.all_reduce(torch.ones(1000))     # blocking: nothing happens while it runs
+    return rec
+
+
+def test_rows_name_op_bytes_group_and_frame(cl):
+    rec = combine(cl.run(_mixed))
+    assert isinstance(rec, Recording) and rec.ranks == (0, 1, 2, 3) and rec.n_steps == 2
+    r0, r1, r2 = rec.collectives(0), rec.collectives(1), rec.collectives(2)
+    assert r0.query("op == 'send'")["bytes"].tolist() == [24] and r1.query("op == 'recv'")["bytes"].tolist() == [24]
+    assert "send" not in set(r2["op"])
+    ag = r0.query("op == 'all_gather'").iloc[0]
+    assert (ag["bytes"], ag["in_bytes"], ag["out_bytes"]) == (96, 24, 96)        # nccl-tests: the output
+    rs = r0.query("op == 'reduce_scatter'").iloc[0]
+    assert rs["bytes"] == 96 and rs["backend_op"] == "gloo:all_reduce"
+    assert rs["frame"].startswith("_mixed (") and rs["via"] == "reduce_scatter_single"
+    assert set(r0.query("step == 0")["op"]) >= {"barrier", "all_reduce"}
+    sub = r0.query("op == 'all_reduce' and step == 0").iloc[0]
+    assert sub["group_ranks"] == (0, 1) and sub["group_size"] == 2
+    assert "all_reduce" not in set(r2.query("step == 0")["op"])
+    timed = r0.query("op != 'recv'")
+    assert (timed["start_s"] >= timed["issued_s"] - 1e-3).all() and (timed["end_s"] >= timed["start_s"]).all()
+    assert r0.query("step == 1")["overlapped"].tolist() == [True, False]
+    assert "compute" in set(rec.scopes["name"])
+    by_rank = rec.summary(by="rank")
+    assert by_rank.loc[(0, 0), "bytes"] > by_rank.loc[(0, 2), "bytes"]     # rank 0 sent and joined the pair
+
+
+def test_percent_percent_ranks_record(cl):
+    ns = {}                                  # the notebook's namespace; magic.ranks is the cell magic's body
+    magic.ranks("4 --record rec", "with rec.step():\n    dist.all_reduce(torch.ones(8))\n", ns)
+    rec = ns["rec"]
+    assert isinstance(rec, Recording) and rec.collectives()["bytes"].tolist() == [32]
+    with pytest.raises(lc.RankError):
+        magic.ranks("4 --record rec2", "dist.all_reduce(torch.ones(8))\nraise ValueError('boom')\n", ns)
+    magic.ranks("4 --record rec3", "dist.broadcast(torch.ones(2), 0)\n", ns)   # the profiler was stopped
+    assert ns["rec3"].collectives()["op"].tolist() == ["broadcast"]
+    with pytest.raises(ValueError, match="Python name"):
+        magic.parse_line("4 --record not-a-name")
+
+
+def _misuse():
+    import torch.distributed as dist
+    from torch.profiler import profile
+
+    errors = []
+    rec = record("x")
+    try:
+        rec.recording()
+    except RuntimeError as e:
+        errors.append(str(e))
+    try:
+        with rec.step():
+            pass
+    except RuntimeError as e:
+        errors.append(str(e))
+    with profile():
+        try:
+            with record("y"):
+                pass
+        except RuntimeError as e:
+            errors.append(str(e))
+    with rec:
+        dist.barrier()
+    try:
+        with rec:
+            pass
+    except RuntimeError as e:
+        errors.append(str(e))
+    return errors
+
+
+def test_misuse_is_refused_with_what_to_do(cl):
+    errors = cl.run(_misuse)[0]
+    assert "after the `with record(...)` block" in errors[0]
+    assert "inside `with record(...) as rec:`" in errors[1]
+    assert "profiler is already running" in errors[2]
+    assert "already used" in errors[3]
+    with pytest.raises(RuntimeError, match="runs on a rank"):
+        record().__enter__()
+
+
+def _record_one():
+    import torch.distributed as dist
+
+    with record() as rec:
+        dist.all_reduce(torch.ones(2))
+    return rec
+
+
+def test_flight_recorder_off_is_reported():
+    with lc.Cluster(2, env={"TORCH_FR_BUFFER_SIZE": "0"}, show_output=False) as off:
+        with pytest.raises(lc.RankError, match="FR_ENV"):
+            off.run(_record_one)
+
+
+def test_combine_refuses_mixed_runs(cl):
+    rec = cl.run(_record_one)
+    with pytest.raises(ValueError, match="appear twice"):
+        combine(rec + rec[:1])
+    other = Recording("other", 4, "gloo", rec[0].frame, rec[0].scopes, rec[0].steps, (1,), 0, {1: (0, 1)})
+    with pytest.raises(ValueError, match="different recordings"):
+        combine([rec[0], other])
+    with pytest.raises(TypeError, match="combine\\(\\) takes"):
+        combine([1, 2])
+
+
+@pytest.mark.skipif(not lc.has_gpus(2), reason="needs 2 GPUs: on NCCL the recorder reads start and end from the "
+                                               "flight recorder's CUDA-event timing (TORCH_NCCL_ENABLE_TIMING=1)")
+def test_nccl_recording_has_times():
+    with lc.Cluster(2, backend="nccl", env={"TORCH_NCCL_ENABLE_TIMING": "1"}) as gpu:
+        def step():
+            import torch.distributed as dist
+
+            with record() as rec:
+                dist.all_reduce(torch.ones(1 << 20, device=lc.device()))
+                torch.cuda.synchronize()
+            return rec
+        rows = combine(gpu.run(step)).collectives()
+    assert rows["bytes"].tolist() == [4 << 20] and rows["time_us"].notna().all()
