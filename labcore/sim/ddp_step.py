@@ -20,7 +20,9 @@ gradients in **buckets** while backward runs (Li et al., "PyTorch Distributed", 
    all-reduce have. ``serial`` adds every all-reduce after the compute (no overlap).
 
 Compute is an input (this module has no GPU to time): :func:`labcore.sim.pricing.compute_seconds`
-estimates it from the model's FLOPs, and a recorded step's compute can be used instead.
+estimates it from the model's FLOPs. A step that can be recorded (notebook 05's) is better
+predicted from the recording itself with :func:`labcore.sim.replay`, which keeps its real
+buckets and compute; this module is for a model too large to record on the machine at hand.
 Backward takes 2/3 of forward + backward (2N FLOPs per token forward, 4N backward:
 Kaplan et al., "Scaling Laws for Neural Language Models", 2020).
 

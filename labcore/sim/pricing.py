@@ -94,22 +94,41 @@ def compute_seconds(params: float, tokens_per_gpu: float, mfu: float = 0.4,
             / (_positive("peak_flops", peak_flops) * mfu))
 
 
-def cost_table(steps: Sequence, usd_per_gpu_hour: float, n_steps: int = 1000) -> pd.DataFrame:
-    """Predicted steps (:class:`labcore.sim.ddp_step.DDPStep`) priced: one row each.
+def step_summary(step) -> dict:
+    """One predicted step in one row (times in ms): a :class:`labcore.sim.ddp_step.DDPStep`, or a
+    :class:`labcore.sim.replays.Replay` of a recorded step (the mean of its replayed steps)."""
+    if hasattr(step, "summary"):
+        return step.summary()
+    if not hasattr(step, "steps") or not {"compute_us", "comm_us", "overlap_us"} <= set(step.steps.columns):
+        raise ValueError(f"cannot price {type(step).__name__}: pass a DDPStep (predict_ddp_step) or a Replay "
+                         "(lc.sim.replay)")
+    mean = step.steps[["compute_us", "comm_us", "serial_us", "overlap_us"]].mean() / 1e3
+    return dict(topology=step.label, gpus=step.world_size, nodes=None, nccl_algo="(tuner's choice)",
+                timing="simulator (replay)", buckets=int(len(step.collectives) / max(1, len(step.steps))),
+                compute_ms=mean["compute_us"], comm_ms=mean["comm_us"], step_ms=mean["overlap_us"],
+                exposed_ms=mean["overlap_us"] - mean["compute_us"],
+                comm_share=(mean["overlap_us"] - mean["compute_us"]) / mean["overlap_us"])
 
-    Columns: the step's summary, then ``usd_per_step``, ``usd`` for ``n_steps`` steps, and
-    ``usd_waiting`` (the exposed communication's share of it) and ``usd_if_serial`` (the
-    same steps with no overlap: compute, then every all-reduce).
+
+def cost_table(steps: Sequence, usd_per_gpu_hour: float, n_steps: int = 1000) -> pd.DataFrame:
+    """Predicted steps priced, one row each: :class:`labcore.sim.ddp_step.DDPStep` objects or
+    replays of recorded steps (:func:`labcore.sim.replay`), mixed as you like.
+
+    Columns: the step's :func:`step_summary`, then ``usd_per_step``, ``usd`` for ``n_steps``
+    steps, and ``usd_waiting`` (the exposed communication's share of it) and ``usd_if_serial``
+    (the same steps with no overlap: compute, then every collective).
     """
     if isinstance(n_steps, bool) or not isinstance(n_steps, numbers.Integral) or n_steps < 1:
         raise ValueError(f"n_steps must be a whole number >= 1, not {n_steps!r}")
     rows = []
     for s in steps:
-        row = s.summary()
-        per_step = step_cost(s.step_s, s.ranks, usd_per_gpu_hour)
+        row = step_summary(s)
+        gpus = int(row["gpus"])
+        serial_ms = row["compute_ms"] + row["comm_ms"]
+        per_step = step_cost(row["step_ms"] / 1e3, gpus, usd_per_gpu_hour)
         row.update(usd_per_step=per_step, usd=per_step * n_steps,
-                   usd_waiting=step_cost(s.exposed_s, s.ranks, usd_per_gpu_hour) * n_steps,
-                   usd_if_serial=step_cost(s.serial_s, s.ranks, usd_per_gpu_hour) * n_steps)
+                   usd_waiting=step_cost(max(0.0, row["exposed_ms"]) / 1e3, gpus, usd_per_gpu_hour) * n_steps,
+                   usd_if_serial=step_cost(serial_ms / 1e3, gpus, usd_per_gpu_hour) * n_steps)
         rows.append(row)
     out = pd.DataFrame(rows)
     out.attrs.update(usd_per_gpu_hour=usd_per_gpu_hour, n_steps=n_steps)
