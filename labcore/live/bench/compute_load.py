@@ -27,6 +27,8 @@ import sys
 import time
 from contextlib import contextmanager
 
+from labcore.live.bench.load import stop_processes
+
 # One process: train an MLP in a loop, say "ready" after the first step, and stop when the
 # parent is gone or the time is up (checked after every step, a few ms).
 _TRAIN = """
@@ -47,20 +49,6 @@ while os.getppid() == parent and time.monotonic() < end:
         print("ready", flush=True)
         first = False
 """
-
-
-def _stop(procs) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=5)
-        if p.stdout:
-            p.stdout.close()
 
 
 def _wait_ready(procs, timeout: float) -> None:
@@ -111,4 +99,4 @@ def training_neighbours(n: int = 2, width: int = 512, max_seconds: float = 300.0
         _wait_ready(procs, ready_timeout)
         yield [p.pid for p in procs]
     finally:
-        _stop(procs)
+        stop_processes(procs)

@@ -47,11 +47,19 @@ def noisy_neighbours(n: int = 2, max_seconds: float = 300.0):
     try:
         yield [p.pid for p in procs]
     finally:
-        for p in procs:
+        stop_processes(procs)
+
+
+def stop_processes(procs) -> None:
+    """Terminate ``procs`` (subprocess.Popen), kill any still running 5 s later, close their pipes."""
+    for p in procs:
+        if p.poll() is None:
             p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=5)
+    for p in procs:
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=5)
+        if p.stdout:
+            p.stdout.close()
