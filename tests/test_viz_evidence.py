@@ -75,7 +75,7 @@ def test_cost_plot_stacks_waiting_on_compute():
              predict_ddp_step(1 << 30, "multinode", compute_s=0.02, cap_bytes=1 << 20, first_cap_bytes=None)]
     costs = cost_table(steps, 8.0, n_steps=100).assign(label=["25 MiB", "1 MiB"])
     fig = cost_plot(costs)
-    assert fig.layout.width is None and fig.layout.legend.xref == "container"
+    _fits(fig)
     compute, waiting = fig.data
     assert [c + w for c, w in zip(compute.x, waiting.x)] == pytest.approx(costs["usd"].tolist())
     assert "100 steps" in fig.layout.title.text

@@ -107,13 +107,13 @@ def cost_plot(costs: pd.DataFrame, *, label: str = "label", title: str | None = 
     n = costs.attrs.get("n_steps", "")
     fig = go.Figure()
     fig.add_trace(go.Bar(y=costs[label], x=costs["usd"] - costs["usd_waiting"], orientation="h",
-                         name="compute (and communication hidden behind it)", marker={"color": chunk_color(0)}))
+                         name="compute (hiding some communication)", marker={"color": chunk_color(0)}))
     fig.add_trace(go.Bar(y=costs[label], x=costs["usd_waiting"], orientation="h",
                          name="waiting for communication", marker={"color": "#d62728"}))
-    fig.update_layout(template=TEMPLATE, barmode="stack", height=120 + 34 * len(costs),
+    fig.update_layout(template=TEMPLATE, barmode="stack", height=190 + 34 * len(costs),
                       title=title or f"what {n} steps cost at ${costs.attrs.get('usd_per_gpu_hour', 0):.2f} "
                                      "per GPU-hour",
-                      legend={"orientation": "h", "xref": "container", "x": 0.01, "y": 1.0, "yanchor": "bottom"},
+                      legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "traceorder": "normal"},
                       margin={"l": 10, "t": 100})
     fig.update_xaxes(title=f"US dollars for {n} steps")
     fig.update_yaxes(automargin=True, autorange="reversed")
