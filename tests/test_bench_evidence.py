@@ -269,3 +269,15 @@ def test_a_recorded_ddp_step_is_priced_from_its_replay(two):
     assert costs["usd"].item() == pytest.approx(step_cost(row["step_ms"] / 1e3, 8, 4.0) * 10)
     with pytest.raises(ValueError, match="cannot price"):
         step_summary(object())
+
+
+@pytest.mark.parametrize("module", [
+    "labcore.live.bench.latency", "labcore.live.bench.targets", "labcore.live.bench.drift",
+    "labcore.live.bench.rollout", "labcore.sim.ddp_step", "labcore.sim.pricing", "labcore.viz.control",
+    "labcore.viz.evidence", "labcore.exercises.evidence"])
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
