@@ -1,5 +1,7 @@
 """The collective recorder on live gloo ranks: byte counts against the models' own sizes, ZeRO's
 volumes against the paper, what each row says, and the errors."""
+import time
+
 import pytest
 import torch
 
@@ -117,11 +119,13 @@ def _mixed():
             if rank < 2:
                 dist.all_reduce(t, group=pair)
         with rec.step():
+            if rank:
+                time.sleep(0.3)   # the others join late, so rank 0's all-reduce is surely in flight...
             work = dist.all_reduce(torch.ones(1000), async_op=True)
             with torch.profiler.record_function("compute"):     # a scope the recorder sees
-                busy = torch.ones(200, 200)
-                for _ in range(20):
-                    busy = busy @ busy / 200      # the rank computes while the all-reduce runs
+                busy, until = torch.ones(200, 200), time.perf_counter() + 0.1
+                while time.perf_counter() < until:
+                    busy = busy @ busy / 200      # ...while rank 0 computes
             work.wait()
             dist.all_reduce(torch.ones(1000))     # blocking: nothing happens while it runs
     return rec
