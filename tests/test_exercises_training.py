@@ -147,3 +147,30 @@ def test_the_bucket_layouts_the_check_accepts_start_with_ddps(bucket_bytes):
     ddp_rule = [sum(p.numel() * p.element_size() for p in b) for b in dp.buckets_of(model.parameters(), bucket_bytes)]
     assert dp._layouts(bucket_bytes)[0] == ddp_rule
     assert all(sum(layout) == sum(ddp_rule) for layout in dp._layouts(bucket_bytes) + dp._layouts(bucket_bytes, False))
+
+
+def _launch_rank0_waits(bucket):
+    import torch.distributed as dist
+
+    work = dist.all_reduce(bucket, async_op=True)
+    if dist.get_rank() == 0:
+        dist.barrier()                       # the others never come: rank 0 hangs inside backward
+    return work
+
+
+def _zero_step_rank0_gathers_twice(params, shards, opt):
+    import torch.distributed as dist
+
+    sh._zero_step(params, shards, opt)
+    if dist.get_rank() == 0:
+        sh.gather_full(shards[0], params[0].shape)
+
+
+@pytest.mark.parametrize("exercise, answer", [
+    (dp.q_overlap, (_launch_rank0_waits, dp._finish_wait)),
+    (sh.q_sharded_step, _zero_step_rank0_gathers_twice),
+])
+def test_an_answer_that_hangs_one_rank_is_reported(exercise, answer):
+    result = exercise.evaluate(answer, timeout=6)
+    assert result.status == "incorrect" and "did not finish within 6 s" in result.message, result.message
+    assert "rank 0" in result.message                      # where the stuck rank waits
