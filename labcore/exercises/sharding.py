@@ -710,35 +710,33 @@ class _KeepsWeights:
         return grad_y @ w, reduce_scatter_mean(flatten(grad_y.T @ x, grad_y.sum(0))), None
 
 
+def _backward_with(ctx, grad_y, shard_grad):
+    """Zero3LinearFn's backward with another way of making this rank's gradient shard."""
+    x, shard = ctx.saved_tensors
+    w, _ = unflatten(gather_full(shard, (math.prod(ctx.w_shape) + ctx.w_shape[0],)), ctx.w_shape)
+    return grad_y @ w, shard_grad(flatten(grad_y.T @ x, grad_y.sum(0))), None
+
+
 class _SummedGradients:
     """ZeRO-3 layer whose gradient shard is the sum over ranks, not the mean."""
 
-    @staticmethod
-    def forward(ctx, x, shard, w_shape):
-        return Zero3LinearFn.forward(ctx, x, shard, w_shape)
+    forward = staticmethod(Zero3LinearFn.forward)
 
     @staticmethod
     def backward(ctx, grad_y):
-        x, shard = ctx.saved_tensors
-        w, _ = unflatten(gather_full(shard, (math.prod(ctx.w_shape) + ctx.w_shape[0],)), ctx.w_shape)
-        return grad_y @ w, _reduce_scatter(flatten(grad_y.T @ x, grad_y.sum(0)), mean=False), None
+        return _backward_with(ctx, grad_y, lambda g: _reduce_scatter(g, mean=False))
 
 
 class _LocalGradients:
     """ZeRO-3 layer that cuts its own gradient into shards instead of reduce-scattering it."""
 
-    @staticmethod
-    def forward(ctx, x, shard, w_shape):
-        return Zero3LinearFn.forward(ctx, x, shard, w_shape)
+    forward = staticmethod(Zero3LinearFn.forward)
 
     @staticmethod
     def backward(ctx, grad_y):
         import torch.distributed as dist
 
-        x, shard = ctx.saved_tensors
-        w, _ = unflatten(gather_full(shard, (math.prod(ctx.w_shape) + ctx.w_shape[0],)), ctx.w_shape)
-        local = shard_of(flatten(grad_y.T @ x, grad_y.sum(0)), dist.get_rank(), dist.get_world_size())
-        return grad_y @ w, local, None
+        return _backward_with(ctx, grad_y, lambda g: shard_of(g, dist.get_rank(), dist.get_world_size()))
 
 
 q_zero3_layer = CustomExercise(
