@@ -494,16 +494,11 @@ def _layouts(bucket_bytes: int, last_first: bool = True) -> list[list[int]]:
     """The bytes of each bucket, in order, that a bucketing of :func:`make_model`'s gradients
     gives when it closes a bucket once it holds at least ``bucket_bytes`` (DDP's rule,
     :func:`buckets_of`) or before the next gradient would pass ``bucket_bytes``."""
-    sizes = [p.numel() * p.element_size() for p in make_model().parameters()]
-    sizes = sizes[::-1] if last_first else sizes
-    at_least, at_most, filling = [], [], 0
-    for b in sizes:
-        filling += b
-        if filling >= bucket_bytes:
-            at_least.append(filling)
-            filling = 0
-    at_least += [filling] if filling else []
-    for b in sizes:
+    params = list(make_model().parameters())
+    params = params if last_first else params[::-1]          # buckets_of walks them last to first
+    at_least = [sum(p.numel() * p.element_size() for p in b) for b in buckets_of(params, bucket_bytes)]
+    at_most = []
+    for b in (p.numel() * p.element_size() for p in reversed(params)):
         if at_most and at_most[-1] + b <= bucket_bytes:
             at_most[-1] += b
         else:
