@@ -1,5 +1,6 @@
 """Notebook 09's exercises: run live on 4 gloo ranks, right answers pass, each known mistake fails
 with its own message, the truth never leaks into the feedback."""
+import numpy as np
 import pytest
 
 import labcore as lc
@@ -90,3 +91,17 @@ def test_run_checks_the_cluster_first():
     with lc.Cluster(3, backend="gloo", timeout=5, show_output=False) as plain:
         with pytest.raises(ValueError, match="flight.ENV"):
             hangs.q_skip.run(plain)
+
+
+@pytest.mark.parametrize("answer", [(3, "Mismatched shapes"), (3, " mismatched_shapes "), (np.int64(3), "mismatched shapes")])
+def test_a_right_answer_in_another_spelling_passes(answer):
+    assert hangs.q_shapes.evaluate(answer).status == "correct"
+
+
+@pytest.mark.parametrize("answer, words", [
+    (([3], "mismatched shapes"), "must be an int"), (("None", "straggler"), "must be an int"),
+    ((3, None), "must be one of"), ((3, 3), "must be one of"),
+])
+def test_more_malformed_answers(answer, words):
+    result = hangs.q_shapes.evaluate(answer)
+    assert result.status == "incorrect" and words in result.message, result.message

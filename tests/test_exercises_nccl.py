@@ -57,3 +57,32 @@ def test_answers_come_from_the_real_logs_and_the_tuner():
     assert recorded(ex.H100_2NODE_LOG).transport(*ex.q_slowest_hop.correct_example) == "NET"
     assert ex.q_small_channels.correct_example == tuner.launch("all_reduce", 64 << 10,
                                                                 tuner.MACHINES["dgx_h100"])["channels"]
+
+
+@pytest.mark.parametrize("q, answer", [
+    (ex.q_transports, {(1, 0): "P2P/CUMEM", (1, 3): "NET/IB", (0, 2): "NET/IB"}),   # copied from the log's 'via'
+    (ex.q_transports, {(1, 0): "p2p", (1, 3): "net", (0, 2): " NET "}),
+    (ex.q_payload, (0.5, 0.94)),                                                       # 120/128 rounded, as in the text
+    (ex.q_payload, [0.5, 120 / 128]),
+    (ex.q_channels, 8.0),
+    (ex.q_slowest_hop, [12, 4]),
+])
+def test_right_answers_in_another_spelling_pass(q, answer):
+    assert status(q, answer).status == "correct", status(q, answer).message
+
+
+@pytest.mark.parametrize("q, answer, says", [
+    (ex.q_payload, (50, 93.75), "not a percentage"),
+    (ex.q_payload, (0.5, 0.9), "LL128 share is off"),
+    (ex.q_channels, "8", "whole number"),
+    (ex.q_channels, True, "whole number"),
+    (ex.q_channels, 12, "coll channels"),
+    (ex.q_small_channels, "2", "whole number"),
+    (ex.q_transports, {(1, 0): "NVLink", (1, 3): "NET", (0, 2): "NET"}, "not one of"),
+    (ex.q_slowest_hop, (4, 12), "pick one of"),
+    (ex.q_slowest_hop, "12->4", "as a pair"),
+    (ex.q_p2p_disable, {(1, 0): "SHM", (1, 3): "P2P"}, "cannot reach another machine"),
+])
+def test_more_mistakes(q, answer, says):
+    result = status(q, answer)
+    assert result.status == "incorrect" and says in result.message, result.message

@@ -44,3 +44,28 @@ def test_small_message_answer_comes_from_the_simulator():
     assert "1022 steps" in q.q_small_message.evaluate("ring").message                  # flat ring at 64 nodes
     assert q.q_small_message.evaluate("Double-Tree").status == "correct"
     assert "with text" in q.q_small_message.evaluate(3).message
+
+
+@pytest.mark.parametrize("exercise, answer, says", [
+    (q.q_hierarchical_bytes, 2 * GiB / 8, "never sends the piece a node keeps"),      # n for n-1
+    (q.q_hierarchical_bytes, 2 * 3 / 4 * 1e9 / 8, "not 1e9"),                         # GB for GiB
+    (q.q_nic_gbytes, 40e9 / 2 ** 30, "GiB/s"),
+    (q.q_sharp_gain, 100 * 100 / 380, "in percent"),
+    (q.q_nic_per_gpu, 380 * 3 / 7, "n is not the GPUs per node"),
+    (q.q_nic_per_gpu, 380 * 3 / 32, "n-1 that ends up in the denominator"),            # off by one
+])
+def test_more_mistakes_are_named(exercise, answer, says):
+    result = exercise.evaluate(answer)
+    assert result.status == "incorrect" and says in result.message, result.message
+
+
+def test_a_tight_tolerance_does_not_print_within_0_percent():
+    message = q.q_sharp_bytes.evaluate(12345.0).message
+    assert "0%" not in message and "not the right value" in message
+
+
+@pytest.mark.parametrize("exercise", [q.q_hierarchical_bytes, q.q_sharp_bytes, q.q_nic_gbytes, q.q_sharp_gain,
+                                      q.q_nic_per_gpu], ids=lambda e: e.title)
+def test_text_and_yes_no_are_not_numbers(exercise):
+    for bad in (str(exercise.correct_example), True, None):
+        assert exercise.evaluate(bad).status == "incorrect", bad

@@ -18,24 +18,31 @@ CASES = [
     (dp.q_average, dp.allreduce_per_parameter, "match single-process training"),
     (dp.q_average, dp._no_divide, "4 times too large"),
     (dp.q_average, dp._params_not_grads, "What has to agree before the optimizer step is the gradient"),
+    (dp.q_average, dp._divide_by_n_minus_1, "divided by something other than the number of ranks"),
     (dp.q_buckets, dp.allreduce_buckets, "match single-process training"),
     (dp.q_buckets, dp._drop_last_bucket, "left over after the last full bucket were never averaged"),
     (dp.q_buckets, dp._bucket_no_divide, "4 times too large"),
     (dp.q_buckets, lambda model, bucket_bytes: dp.allreduce_per_parameter(model), "one per parameter"),
+    (dp.q_buckets, dp._one_bucket, "hold more than bucket_bytes"),               # bucket_bytes ignored
+    (dp.q_buckets, dp._buckets_first_to_last, "filled first layer first"),
     (dp.q_overlap, (dp._launch_async, dp._finish_wait), "match single-process training"),
     (dp.q_overlap, (dp._launch_async, dp._finish_no_wait), "never waited on before the optimizer step"),
     (dp.q_overlap, (dp._launch_blocking, dp._finish_wait), "launch returned no handle"),
     (dp.q_overlap, (dp._launch_async, dp._finish_no_divide), "4 times too large"),
+    (dp.q_overlap, (dp._launch_async, dp._finish_divide_first), "in place before waiting"),
     (dp.q_accumulate, dp._accumulate, "match single-process training"),
     (dp.q_accumulate, dp._accumulate_every, "synchronised after every micro-batch"),
     (dp.q_accumulate, dp._accumulate_never, "never synchronised"),
     (dp.q_accumulate, dp._accumulate_unscaled, "differ from single-process training"),
+    (dp.q_accumulate, dp._accumulate_sync_first, "ran in a backward before the last"),
     (sh.q_sharded_step, sh._zero_step, "match unsharded Adam"),
     (sh.q_sharded_step, sh._zero_step_allreduce, "counted all-reduces"),
     (sh.q_sharded_step, sh._zero_step_no_gather, "every rank needs all the updated parameters"),
+    (sh.q_sharded_step, sh._zero_step_summed, "the sum of the ranks' gradients, not their mean"),
     (sh.q_zero3_layer, sh.Zero3LinearFn, "shards match unsharded Adam"),
     (sh.q_zero3_layer, sh._KeepsWeights, "backward used weights kept from forward"),
     (sh.q_zero3_layer, sh._LocalGradients, "saw no reduce-scatter"),
+    (sh.q_zero3_layer, sh._SummedGradients, "the sum of the ranks' gradients, not their mean"),
     (sh.q_row_parallel, sh.row_parallel, "match the unsharded MLP"),
     (sh.q_row_parallel, sh._row_all_gather, "put side by side"),
     (sh.q_row_parallel, sh._row_bias_everywhere, "every rank added b2 before the reduction"),
@@ -59,16 +66,27 @@ VALUES = [
     (dp.q_ddp_bytes, 3 / 4 * 500776, dict(grad_bytes=500776, ranks=4), "one phase of the ring"),
     (dp.q_ddp_bytes, 6 * 500776, dict(grad_bytes=500776, ranks=4), "not the whole buffer"),
     (dp.q_ddp_bytes, 1.0, dict(grad_bytes=500776, ranks=4), "Count the steps"),
+    (dp.q_ddp_bytes, 2 * 4 / 3 * 500776, dict(grad_bytes=500776, ranks=4), "upside down"),       # n for n-1
+    (dp.q_ddp_bytes, 2 * 3 / 4 * 500776 / 1e9, dict(grad_bytes=500776, ranks=4), "in GB"),
+    (dp.q_ddp_bytes, 2 * 3 / 4 * 500776 / 2 ** 20, dict(grad_bytes=500776, ranks=4), "in MiB"),
+    (dp.q_ddp_bytes, 8 * 2 * 3 / 4 * 500776, dict(grad_bytes=500776, ranks=4), "in bits"),
+    (dp.q_ddp_bytes, 2 * 3 / 4 * 500776, {}, "correct!"),          # the notebook's G and n are the defaults
+    (dp.q_ddp_bytes, "751164", {}, "expected a number"),            # the right digits, as text
+    (dp.q_ddp_bytes, True, {}, "expected a number"),
     (dp.q_ddp_bytes, "lots", {}, "expected a number"),
-    (dp.q_ddp_bytes, "inf", {}, "finite"),
+    (dp.q_ddp_bytes, "inf", {}, "expected a number"),
     (sh.q_zero3_volume, 3, {}, "correct!"),
     (sh.q_zero3_volume, 2, {}, "2Ψ is what stages 1 and 2 move"),
     (sh.q_zero3_volume, 4, {}, "reduce-scattered once"),
     (sh.q_zero3_volume, "three", {}, "answer with a number"),
+    (sh.q_zero3_volume, "3", {}, "answer with a number"),
+    (sh.q_zero3_volume, True, {}, "answer with a number"),
     (sh.q_padding, sh.shard_of, {}, "correct!"),
     (sh.q_padding, sh._chunk_shard, {}, "shards have sizes [3, 3, 3, 1]"),
     (sh.q_padding, sh._floor_shard, {}, "belong to no rank"),
     (sh.q_padding, sh._pad_ones, {}, "the padding is off"),
+    (sh.q_padding, sh._whole_padded, {}, "the whole tensor or more"),
+    (sh.q_padding, lambda flat, rank, n: None, {}, "return a tensor"),
 ]
 
 
@@ -114,3 +132,45 @@ def test_docstring_examples_run(module):
     import doctest
 
     assert doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
+
+
+def test_the_bytes_question_defaults_to_the_notebooks_model():
+    import torch
+
+    deep = dp.make_model(dims=dp.DEEP, dtype=torch.float32)
+    assert dp.DEEP_GRAD_BYTES == sum(p.numel() * p.element_size() for p in deep.parameters())
+
+
+@pytest.mark.parametrize("bucket_bytes", [6000, 1 << 30, 1])
+def test_the_bucket_layouts_the_check_accepts_start_with_ddps(bucket_bytes):
+    model = dp.make_model()
+    ddp_rule = [sum(p.numel() * p.element_size() for p in b) for b in dp.buckets_of(model.parameters(), bucket_bytes)]
+    assert dp._layouts(bucket_bytes)[0] == ddp_rule
+    assert all(sum(layout) == sum(ddp_rule) for layout in dp._layouts(bucket_bytes) + dp._layouts(bucket_bytes, False))
+
+
+def _launch_rank0_waits(bucket):
+    import torch.distributed as dist
+
+    work = dist.all_reduce(bucket, async_op=True)
+    if dist.get_rank() == 0:
+        dist.barrier()                       # the others never come: rank 0 hangs inside backward
+    return work
+
+
+def _zero_step_rank0_gathers_twice(params, shards, opt):
+    import torch.distributed as dist
+
+    sh._zero_step(params, shards, opt)
+    if dist.get_rank() == 0:
+        sh.gather_full(shards[0], params[0].shape)
+
+
+@pytest.mark.parametrize("exercise, answer", [
+    (dp.q_overlap, (_launch_rank0_waits, dp._finish_wait)),
+    (sh.q_sharded_step, _zero_step_rank0_gathers_twice),
+])
+def test_an_answer_that_hangs_one_rank_is_reported(exercise, answer):
+    result = exercise.evaluate(answer, timeout=6)
+    assert result.status == "incorrect" and "did not finish within 6 s" in result.message, result.message
+    assert "rank 0" in result.message                      # where the stuck rank waits

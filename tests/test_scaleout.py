@@ -127,3 +127,9 @@ def test_presets_carry_sources_and_refuse_sharp_without_infiniband():
         ps.nic_bytes(sim.simulate("all_reduce", "ring", 8, 1024, topology=topologies.nvswitch(8)))
     with pytest.raises(ValueError, match="nics_per_node must divide"):
         topologies.multinode(2, 8, nics_per_node=3)
+
+
+def test_every_published_figure_says_what_it_is():
+    assert set(ps.PUBLISHED_AS) == set(ps.PUBLISHED)
+    assert ps.PUBLISHED_AS["roce_8x400"].startswith("derived")          # 8 x the one-NIC figure, not a run on 8
+    assert ps.PUBLISHED["roce_8x400"] == 8 * 48.0

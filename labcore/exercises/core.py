@@ -347,7 +347,7 @@ class ValueExercise(Exercise):
             if self._close(answer, self._value(value)):
                 raise Incorrect(message)
         unit = f" {self.unit}" if self.unit else ""
-        near = f"within {self.rtol:.0%} of " if self.rtol else ""
+        near = f"within {self.rtol:.0%} of " if self.rtol >= 0.005 else ""      # "within 0%" says nothing
         # how far off stays unsaid (a ratio would give the answer away); only a units slip is named
         hint = ""
         if np.ndim(want) == 0 and np.ndim(answer) == 0 and float(want) != 0 and float(answer) != 0:

@@ -33,14 +33,16 @@ from typing import Callable
 
 from labcore.exercises.core import CustomExercise, Incorrect, NotAttempted, _is_blank
 
-__all__ = ["DIMS", "DEEP", "make_model", "global_batch", "local_batch", "loss_fn", "replicas_differ",
+__all__ = ["DIMS", "DEEP", "DEEP_GRAD_BYTES", "make_model", "global_batch", "local_batch", "loss_fn", "replicas_differ",
            "allreduce_per_parameter", "allreduce_buckets", "buckets_of", "OverlappedBuckets", "sgd_steps",
            "recorded_loop", "train",
            "ddp_train", "reference_params",
            "q_average", "q_buckets", "q_overlap", "q_accumulate", "q_ddp_bytes"]
 
 DIMS = (16, 32, 32, 8)
-DEEP = (64,) + (128,) * 8 + (10,)   # the deeper MLP the notebook times: 8 weights of 64 KiB in float32
+DEEP = (64,) + (128,) * 8 + (10,)   # the deeper MLP the notebook times: 9 layers, 7 of them 128 x 128
+# its gradient bytes in float32 (weights and biases): the G of notebook 05's bytes-per-step question
+DEEP_GRAD_BYTES = 4 * sum(a * b + b for a, b in zip(DEEP[:-1], DEEP[1:]))
 PER_RANK = 4          # samples per rank per step
 LR = 0.1
 CHECK_STEPS = 3
@@ -166,18 +168,28 @@ def buckets_of(params, bucket_bytes: int) -> list[list]:
 
 def allreduce_buckets(model, bucket_bytes: int = 1024) -> None:
     """Flatten the gradients into buckets, one all-reduce per bucket, copy the averages back."""
+    for bucket in buckets_of(model.parameters(), bucket_bytes):
+        _allreduce_bucket(bucket)
+
+
+def _allreduce_bucket(bucket, mean: bool = True) -> None:
+    """All-reduce one bucket's gradients as one flat tensor; put the mean (or the sum) back."""
     import torch
     import torch.distributed as dist
 
-    n = dist.get_world_size()
-    for bucket in buckets_of(model.parameters(), bucket_bytes):
-        flat = torch.cat([p.grad.reshape(-1) for p in bucket])
-        dist.all_reduce(flat)
-        flat /= n
-        offset = 0
-        for p in bucket:
-            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p.grad))
-            offset += p.numel()
+    flat = torch.cat([p.grad.reshape(-1) for p in bucket])
+    dist.all_reduce(flat)
+    if mean:
+        flat /= dist.get_world_size()
+    _copy_back(flat, bucket)
+
+
+def _copy_back(flat, bucket) -> None:
+    """Each parameter's part of the flat bucket back into its ``.grad``."""
+    offset = 0
+    for p in bucket:
+        p.grad.copy_(flat[offset:offset + p.numel()].view_as(p.grad))
+        offset += p.numel()
 
 
 def _launch_async(bucket):
@@ -237,10 +249,7 @@ class OverlappedBuckets:
         for k in list(self._pending):
             handle, flat = self._pending.pop(k)
             self._finish(handle, flat)
-            offset = 0
-            for p in self.buckets[k]:
-                p.grad.copy_(flat[offset:offset + p.numel()].view_as(p.grad))
-                offset += p.numel()
+            _copy_back(flat, self.buckets[k])
         self._ready = [0] * len(self.buckets)
 
     def remove(self) -> None:
@@ -391,6 +400,8 @@ def _compare(results: list, world_size: int, what: str = "your gradient averagin
 
     got = [r[0] for r in results]
     variants = {v: reference_params(world_size, variant=v) for v in ("correct", "sum", "params_avg", "params_sum")}
+    # the mean taken over another count than the ranks': plain SGD then steps by a constant factor
+    scaled = [reference_params(world_size, lr=LR * c) for c in (world_size / (world_size - 1), 1 / world_size)]
 
     def same(a, b):
         return all(torch.allclose(x, y, rtol=1e-9, atol=1e-12) for x, y in zip(a, b))
@@ -405,6 +416,10 @@ def _compare(results: list, world_size: int, what: str = "your gradient averagin
         raise Incorrect("the parameters were combined across ranks, but each rank then stepped with the gradient "
                         "of its own slice of the batch, so the update is not the whole batch's. What has to "
                         "agree before the optimizer step is the gradient.")
+    if any(same(got, v) for v in scaled):
+        raise Incorrect("every rank ends with the same parameters, but each update had the wrong size: the sum "
+                        "of the ranks' gradients was divided by something other than the number of ranks "
+                        "whose gradients it adds up.")
     spread = max(float((g - got[0]).abs().max()) for g in got)
     if spread > 0:
         raise Incorrect(f"after {CHECK_STEPS} steps the ranks' parameters differ from each other (by up to "
@@ -426,6 +441,14 @@ def _no_divide(model):
 
     for p in model.parameters():
         dist.all_reduce(p.grad)
+
+
+def _divide_by_n_minus_1(model):
+    import torch.distributed as dist
+
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= dist.get_world_size() - 1
 
 
 def _params_not_grads(model):
@@ -453,7 +476,7 @@ q_average = CustomExercise(
              "        p.grad /= n\n"
              "# labcore.exercises.data_parallel.allreduce_per_parameter is the same.",
     correct_example=allreduce_per_parameter,
-    wrong_examples=[_no_divide, _params_not_grads],
+    wrong_examples=[_no_divide, _params_not_grads, _divide_by_n_minus_1],
     expects="a function of the model",
     **_LIVE,
 )
@@ -463,10 +486,24 @@ q_average = CustomExercise(
 def _train_and_count(fn, bucket_bytes: int):
     params, rec = train(lambda m: fn(m, bucket_bytes))
     frame = rec.collectives()
-    grad_bytes = sum(p.numel() * p.element_size() for p in make_model().parameters())
-    reduced = frame[frame["op"] == "all_reduce"].groupby("step")["bytes"].sum()
-    calls = frame[frame["op"] == "all_reduce"].groupby("step").size()
-    return params, grad_bytes, reduced.to_dict(), calls.to_dict()
+    reduces = frame[(frame["op"] == "all_reduce") & (frame["step"] == 0)]
+    return params, [int(b) for b in reduces["bytes"]]
+
+
+def _layouts(bucket_bytes: int, last_first: bool = True) -> list[list[int]]:
+    """The bytes of each bucket, in order, that a bucketing of :func:`make_model`'s gradients
+    gives when it closes a bucket once it holds at least ``bucket_bytes`` (DDP's rule,
+    :func:`buckets_of`) or before the next gradient would pass ``bucket_bytes``."""
+    params = list(make_model().parameters())
+    params = params if last_first else params[::-1]          # buckets_of walks them last to first
+    at_least = [sum(p.numel() * p.element_size() for p in b) for b in buckets_of(params, bucket_bytes)]
+    at_most = []
+    for b in (p.numel() * p.element_size() for p in reversed(params)):
+        if at_most and at_most[-1] + b <= bucket_bytes:
+            at_most[-1] += b
+        else:
+            at_most.append(b)
+    return [at_least, at_most]
 
 
 def _check_buckets(answer, cluster=None, world_size: int = 4, bucket_bytes: int = 6000,
@@ -474,9 +511,9 @@ def _check_buckets(answer, cluster=None, world_size: int = 4, bucket_bytes: int 
     if not callable(answer):
         raise Incorrect("pass your function, e.g. q_buckets.check(average_buckets, cluster=cl).")
     results = _run_check(cluster, world_size, _train_and_count, answer, bucket_bytes, timeout=timeout)
-    _, grad_bytes, reduced, calls = results[0]
-    per_step = reduced.get(0, 0)
-    n_calls = calls.get(0, 0)
+    sent = results[0][1]
+    grad_bytes = sum(p.numel() * p.element_size() for p in make_model().parameters())
+    per_step, n_calls = sum(sent), len(sent)
     if per_step < grad_bytes:
         raise Incorrect(f"the recorder saw {per_step} of the model's {grad_bytes} gradient bytes all-reduced in a "
                         "step: the gradients left over after the last full bucket were never averaged.")
@@ -487,47 +524,51 @@ def _check_buckets(answer, cluster=None, world_size: int = 4, bucket_bytes: int 
     if n_calls >= n_params:
         raise Incorrect(f"the recorder counted {n_calls} all-reduces in a step, one per parameter: flatten "
                         f"several gradients into each bucket (buckets of up to {bucket_bytes} bytes here).")
+    if sent not in _layouts(bucket_bytes):
+        if sent in _layouts(bucket_bytes, last_first=False):
+            raise Incorrect(f"your buckets (the recorder saw all-reduces of {sent} bytes) were filled first layer "
+                            "first. Backward produces the last layer's gradients first, so DDP fills its first "
+                            "bucket from the end of model.parameters(): that bucket can leave while backward "
+                            "is still computing the others.")
+        if n_calls < min(len(layout) for layout in _layouts(bucket_bytes)):
+            raise Incorrect(f"the recorder counted {n_calls} all-reduce(s) of {sent} bytes in a step: your buckets "
+                            f"hold more than bucket_bytes = {bucket_bytes} allows. Close a bucket once it is full.")
+        raise Incorrect(f"the recorder saw all-reduces of {sent} bytes in a step: that is not a bucketing of the "
+                        "gradients last to first, each bucket closed once it holds bucket_bytes.")
     return _compare(results, world_size, "your bucketing")
 
 
 def _drop_last_bucket(model, bucket_bytes):
-    import torch
-    import torch.distributed as dist
-
     for bucket in buckets_of(model.parameters(), bucket_bytes)[:-1]:      # the partly filled one is left out
-        flat = torch.cat([p.grad.reshape(-1) for p in bucket])
-        dist.all_reduce(flat)
-        flat /= dist.get_world_size()
-        offset = 0
-        for p in bucket:
-            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p.grad))
-            offset += p.numel()
+        _allreduce_bucket(bucket)
+
+
+def _buckets_first_to_last(model, bucket_bytes):
+    for bucket in buckets_of(reversed(list(model.parameters())), bucket_bytes):   # first layer first
+        _allreduce_bucket(bucket)
+
+
+def _one_bucket(model, bucket_bytes):
+    allreduce_buckets(model, bucket_bytes=1 << 62)         # everything in one bucket, bucket_bytes ignored
 
 
 def _bucket_no_divide(model, bucket_bytes):
-    import torch
-    import torch.distributed as dist
-
     for bucket in buckets_of(model.parameters(), bucket_bytes):
-        flat = torch.cat([p.grad.reshape(-1) for p in bucket])
-        dist.all_reduce(flat)
-        offset = 0
-        for p in bucket:
-            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p.grad))
-            offset += p.numel()
+        _allreduce_bucket(bucket, mean=False)
 
 
 q_buckets = CustomExercise(
     "Gradients in buckets",
-    "Write average_buckets(model, bucket_bytes): flatten the gradients into buckets of at most "
-    "bucket_bytes bytes (walk the parameters last to first, as their gradients become ready in "
-    "backward), all-reduce each bucket once, and copy the averaged values back into each p.grad. "
+    "Write average_buckets(model, bucket_bytes): flatten the gradients into buckets (walk the "
+    "parameters last to first, as their gradients become ready in backward, and close a bucket once it "
+    "holds bucket_bytes bytes), all-reduce each bucket once, and copy the averaged values back into each p.grad. "
     "Check it with q_buckets.check(average_buckets, cluster=cl); the recorder counts your all-reduces.",
     checker=_check_buckets,
     hints=["torch.cat([p.grad.reshape(-1) for p in bucket]) flattens a bucket; "
            "flat[offset:offset + p.numel()].view_as(p.grad) is one parameter's part of it.",
-           "Start a new bucket when adding the next gradient would pass bucket_bytes "
-           "(p.numel() * p.element_size() bytes).",
+           "Walk reversed(list(model.parameters())); add each gradient's p.numel() * p.element_size() bytes "
+           "to the bucket you are filling and close it once it holds at least bucket_bytes "
+           "(dp.buckets_of does exactly that).",
            "When the loop over parameters ends, the bucket you were filling still needs its all-reduce."],
     solution="from labcore.exercises.data_parallel import buckets_of\n"
              "def average_buckets(model, bucket_bytes):\n"
@@ -541,7 +582,8 @@ q_buckets = CustomExercise(
              "            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p.grad))\n"
              "            offset += p.numel()",
     correct_example=allreduce_buckets,
-    wrong_examples=[_drop_last_bucket, _bucket_no_divide, lambda model, bucket_bytes: allreduce_per_parameter(model)],
+    wrong_examples=[_drop_last_bucket, _bucket_no_divide, _one_bucket, _buckets_first_to_last,
+                    lambda model, bucket_bytes: allreduce_per_parameter(model)],
     expects="a function",
     **_LIVE,
 )
@@ -549,12 +591,17 @@ q_buckets = CustomExercise(
 
 # (3) launched from hooks, overlapping backward
 class _Watched:
-    """A collective's real handle, noting whether the learner waited on it."""
+    """A collective's real handle, noting whether the learner waited on it and whether the bucket
+    was changed in place before that (an all-reduce leaves the tensor's version counter alone;
+    ``bucket /= n`` bumps it)."""
 
-    def __init__(self, work):
-        self.work, self.waited = work, False
+    def __init__(self, work, bucket):
+        self.work, self.waited, self.touched = work, False, False
+        self._bucket, self._version = bucket, bucket._version
 
     def wait(self, *args, **kwargs):
+        if not self.waited:
+            self.touched = self._bucket._version != self._version
         self.waited = True
         return self.work.wait(*args, **kwargs)
 
@@ -571,7 +618,7 @@ def _train_overlapped(launch, finish, bucket_bytes: int):
         if work is None or _is_blank(work):
             handles.append(None)
             return None
-        handles.append(_Watched(work))
+        handles.append(_Watched(work, flat))
         return handles[-1]
 
     def checked_finish(handle, flat):
@@ -589,7 +636,7 @@ def _train_overlapped(launch, finish, bucket_bytes: int):
     frame = recorded_loop("overlapped", one_step).collectives()
     hooked.remove()
     return (_flat(model), sum(h is None for h in handles), sum(h is not None and not h.waited for h in handles),
-            int((frame["op"] == "all_reduce").sum()))
+            int((frame["op"] == "all_reduce").sum()), sum(h is not None and h.touched for h in handles))
 
 
 def _check_overlap(answer, cluster=None, world_size: int = 4, bucket_bytes: int = 6000,
@@ -611,6 +658,10 @@ def _check_overlap(answer, cluster=None, world_size: int = 4, bucket_bytes: int 
     if unwaited:
         raise Incorrect(f"{unwaited} bucket handle(s) were never waited on before the optimizer step: the step may "
                         "then read a bucket that is still being reduced (the result depends on timing).")
+    touched = max(r[4] for r in results)
+    if touched:
+        raise Incorrect(f"finish changed {touched} bucket(s) in place before waiting on the handle: until wait() "
+                        "returns the all-reduce may still be writing the bucket, so the result depends on timing.")
     return _compare([(r[0],) for r in results], world_size, "your launch/finish pair")
 
 
@@ -618,6 +669,13 @@ def _finish_no_wait(handle, bucket):
     import torch.distributed as dist
 
     bucket /= dist.get_world_size()
+
+
+def _finish_divide_first(handle, bucket):
+    import torch.distributed as dist
+
+    bucket /= dist.get_world_size()
+    handle.wait()
 
 
 def _launch_blocking(bucket):
@@ -648,7 +706,7 @@ q_overlap = CustomExercise(
              "    bucket /= dist.get_world_size()",
     correct_example=(_launch_async, _finish_wait),
     wrong_examples=[(_launch_async, _finish_no_wait), (_launch_blocking, _finish_wait),
-                    (_launch_async, _finish_no_divide)],
+                    (_launch_async, _finish_no_divide), (_launch_async, _finish_divide_first)],
     expects="a pair of functions (launch, finish)",
     **_LIVE,
 )
@@ -693,7 +751,17 @@ def _check_accumulate(answer, cluster=None, world_size: int = 4, timeout: float 
         raise Incorrect(f"the recorder counted {max(calls)} all-reduces in a step of {micro} micro-batches "
                         "(the model fits in one bucket): the gradients were synchronised after every "
                         "micro-batch, though only their sum at the end is needed.")
+    got = [r[0] for r in results]
+    if max(calls) == 1 and any(float((g - got[0]).abs().max()) > 0 for g in got):
+        raise Incorrect("the recorder saw one all-reduce a step, yet the ranks' parameters differ: it ran in a "
+                        "backward before the last, so what the later micro-batches added stayed on each rank.")
     return _compare([(r[0],) for r in results], world_size, "your accumulation step")
+
+
+def _accumulate_sync_first(ddp, micro_batches):
+    for i, (x, y) in enumerate(micro_batches):
+        with (contextlib.nullcontext() if i == 0 else ddp.no_sync()):
+            (loss_fn(ddp(x), y) / len(micro_batches)).backward()
 
 
 def _accumulate_every(ddp, micro_batches):
@@ -729,14 +797,21 @@ q_accumulate = CustomExercise(
              "        with (contextlib.nullcontext() if last else ddp.no_sync()):\n"
              "            (loss_fn(ddp(x), y) / len(micro_batches)).backward()",
     correct_example=_accumulate,
-    wrong_examples=[_accumulate_every, _accumulate_never, _accumulate_unscaled],
+    wrong_examples=[_accumulate_every, _accumulate_never, _accumulate_unscaled, _accumulate_sync_first],
     expects="a function",
     **_LIVE,
 )
 
 
 # (5) bytes per step
-def _check_ddp_bytes(answer, grad_bytes: float = 14912, ranks: int = 4):
+# answers in other units than bytes: (factor that turns bytes into them, the unit's name)
+_BYTE_UNITS = [(1e-3, "kB"), (1e-6, "MB"), (1e-9, "GB"), (2 ** -10, "KiB"), (2 ** -20, "MiB"), (2 ** -30, "GiB"),
+               (8, "bits")]
+
+
+def _check_ddp_bytes(answer, grad_bytes: float = DEEP_GRAD_BYTES, ranks: int = 4):
+    if isinstance(answer, (str, bytes, bool)):
+        raise Incorrect(f"expected a number of bytes, got {type(answer).__name__} {answer!r}.")
     try:
         value = float(answer)
     except (TypeError, ValueError):
@@ -750,6 +825,8 @@ def _check_ddp_bytes(answer, grad_bytes: float = 14912, ranks: int = 4):
                           "while reducing and once more while gathering."),
              (2 * grad_bytes, "close, but a rank never sends the chunk it keeps: of the n chunks, it sends n-1 in "
                               "each of the two phases."),
+             (2 * ranks / (ranks - 1) * grad_bytes, "the fraction is upside down: of the n chunks a rank sends "
+                                                    "n-1 in each phase, which is less than the whole buffer."),
              ((ranks - 1) / ranks * grad_bytes, "that counts one phase of the ring (reduce-scatter); the "
                                                 "all-gather phase sends as much again."),
              (2 * (ranks - 1) * grad_bytes, "each step of the ring sends one chunk (1/n of the buffer), not the "
@@ -757,6 +834,9 @@ def _check_ddp_bytes(answer, grad_bytes: float = 14912, ranks: int = 4):
     for v, message in known:
         if math.isclose(value, v, rel_tol=1e-3):
             raise Incorrect(message)
+    for factor, unit in _BYTE_UNITS:
+        if math.isclose(value, want * factor, rel_tol=1e-3):
+            raise Incorrect(f"that looks like the right amount in {unit}; the question asks for bytes.")
     raise Incorrect("that is not what each rank sends per step. Count the steps of a ring all-reduce on "
                     f"{ranks} ranks and the bytes each rank sends per step.")
 
@@ -765,12 +845,15 @@ q_ddp_bytes = CustomExercise(
     "Bytes per DDP step",
     "A DDP step all-reduces every gradient once. The model's gradients take G bytes. With a ring "
     "all-reduce on n ranks, how many bytes does each rank send per step? Answer for the model of "
-    "this notebook: q_ddp_bytes.check(answer, grad_bytes=G, ranks=n) with the G and n shown.",
+    "this notebook (G and n are printed beside the question; they are also the defaults): "
+    "q_ddp_bytes.check(answer, grad_bytes=G, ranks=n).",
     checker=_check_ddp_bytes,
     hints=["A ring all-reduce is a reduce-scatter followed by an all-gather.",
            "Each phase takes n-1 steps; in each step a rank sends one chunk of G/n bytes."],
     solution="2 * (n - 1) / n * G   # nccl-tests' all_reduce busbw factor 2(n-1)/n",
-    correct_example=2 * 3 / 4 * 14912,
-    wrong_examples=[14912, 2 * 14912, 3 / 4 * 14912, 2 * 3 * 14912, 12345.0],
+    correct_example=2 * 3 / 4 * DEEP_GRAD_BYTES,
+    wrong_examples=[DEEP_GRAD_BYTES, 2 * DEEP_GRAD_BYTES, 3 / 4 * DEEP_GRAD_BYTES, 2 * 3 * DEEP_GRAD_BYTES,
+                    2 * 4 / 3 * DEEP_GRAD_BYTES, 2 * 3 / 4 * DEEP_GRAD_BYTES / 1e9, str(2 * 3 * DEEP_GRAD_BYTES // 4),
+                    12345.0],
     expects="a number of bytes",
 )

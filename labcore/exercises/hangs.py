@@ -23,6 +23,7 @@ Who hangs the all_reduce?: correct!
 """
 from __future__ import annotations
 
+import numbers
 import random
 from dataclasses import dataclass, field
 
@@ -123,11 +124,12 @@ class _Diagnosis(Exercise):
         rank, cause = answer
         if _is_blank(rank) or _is_blank(cause):
             raise NotAttempted()
-        if cause not in CAUSES:
+        name = " ".join(cause.strip().lower().replace("_", " ").split()) if isinstance(cause, str) else cause
+        if name not in CAUSES:
             raise Incorrect(f"the cause must be one of {', '.join(repr(c) for c in CAUSES)}; got {cause!r}.")
-        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)):
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, numbers.Integral)):
             raise Incorrect(f"the rank must be an int (or None if no rank has a bug); got {rank!r}.")
-        return rank, cause
+        return (None if rank is None else int(rank)), name
 
     def _check(self, answer, **context):
         rank, cause = self._parse(answer)

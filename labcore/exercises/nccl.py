@@ -83,7 +83,7 @@ def _norm(answer, hops):
         value = answer.get(hop)
         if value is None:
             raise Incorrect(f"your dict has no transport for hop {hop}; give one for each of {list(hops)}.")
-        value = str(value).strip().upper()
+        value = str(value).strip().upper().split("/")[0]        # "NET/IB" as the log prints it is NET
         if value not in TRANSPORTS:
             raise Incorrect(f"{value!r} for hop {hop} is not one of P2P, SHM, NET.")
         got[hop] = value
@@ -194,11 +194,13 @@ def _check_payload(answer):
         ll, ll128 = (float(x) for x in answer)
     except (TypeError, ValueError):
         raise Incorrect("give two fractions: (LL, LL128), e.g. (0.3, 0.8).")
-    ok_ll, ok_128 = math.isclose(ll, 0.5, rel_tol=1e-3), math.isclose(ll128, 120 / 128, rel_tol=1e-3)
+    ok_ll, ok_128 = math.isclose(ll, 0.5, rel_tol=5e-3), math.isclose(ll128, 120 / 128, rel_tol=5e-3)   # 0.94 is 120/128 rounded
     if ok_ll and ok_128:
         return None
     if math.isclose(ll, 120 / 128, rel_tol=1e-3) and math.isclose(ll128, 0.5, rel_tol=1e-3):
         raise Incorrect("you have the two the wrong way round.")
+    if ll > 1 or ll128 > 1:
+        raise Incorrect("a share is a fraction between 0 and 1 (50% is 0.5), not a percentage.")
     if math.isclose(ll, 1.0):
         raise Incorrect("LL is not 100% efficient: its lines carry flags as well as data. Count how many of "
                         "the 16 bytes of one LL line are flags.")
@@ -216,7 +218,8 @@ q_payload = CustomExercise(
     hints=["The figure above draws one line of each; red is the flag.",
            "LL: 8 of 16 bytes are flags. LL128: 8 of 128."],
     solution="(0.5, 120 / 128)   # LL: 8 data + 8 flag bytes; LL128: 120 data + 8 flag bytes",
-    correct_example=(0.5, 0.9375), wrong_examples=[(1.0, 1.0), (0.5, 1.0), (0.9375, 0.5), (0.5, 0.5), 0.5],
+    correct_example=(0.5, 0.9375), wrong_examples=[(1.0, 1.0), (0.5, 1.0), (0.9375, 0.5), (0.5, 0.5), 0.5,
+                                                    (50, 93.75)],
 )
 
 

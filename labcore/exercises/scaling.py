@@ -43,14 +43,20 @@ q_hierarchical_bytes = ValueExercise(
                "That is a flat ring's per-rank count over all the GPUs; only the cross-node phase uses the NIC, "
                "and it runs on one slice per GPU."),
               (lambda size, nodes, gpus_per_node: (nodes - 1) / nodes * size / gpus_per_node,
-               "That counts only the cross-node reduce-scatter; the cross-node all-gather sends as much again.")],
+               "That counts only the cross-node reduce-scatter; the cross-node all-gather sends as much again."),
+              (lambda size, nodes, gpus_per_node: 2 * size / gpus_per_node,
+               "A ring across k nodes never sends the piece a node keeps: in each of its two phases a GPU sends "
+               "(k-1)/k of its slice, not all of it."),
+              (lambda size, nodes, gpus_per_node: 2 * (nodes - 1) / nodes * 1e9 / gpus_per_node,
+               "S is 2**30 bytes (1 GiB), not 1e9: use the S the question gives.")],
     hints=["Only the middle phase crosses nodes. Which data does GPU l of a node hold after the "
            "reduce-scatter inside its node?",
            "Each GPU holds a 1/g slice; the ring across k nodes sends 2(k-1)/k of what it all-reduces."],
     solution="2 * (k - 1) / k * S / g  =  2 * 3/4 * 2**30 / 8 = 201,326,592 bytes: the 1/g slice, ring-all-reduced "
              "across k nodes. A flat ring would send 2(n-1)/n x S per rank instead, g times more through the NICs.",
     correct_example=2 * 3 / 4 * (1 << 30) / 8,
-    wrong_examples=[2 * 3 / 4 * (1 << 30), 2 * 31 / 32 * (1 << 30), 3 / 4 * (1 << 30) / 8],
+    wrong_examples=[2 * 3 / 4 * (1 << 30), 2 * 31 / 32 * (1 << 30), 3 / 4 * (1 << 30) / 8, 2 * (1 << 30) / 8,
+                    2 * 3 / 4 * 1e9 / 8],
 )
 
 
@@ -89,12 +95,14 @@ q_nic_gbytes = ValueExercise(
                "what is achievable."),
               (lambda gbps, efficiency: gbps / 8, "That is the line rate: protocols and headers leave less."),
               (lambda gbps, efficiency: gbps / 8 * efficiency * 2, "NIC rates are per direction already: "
-               "do not add the two directions.")],
+               "do not add the two directions."),
+              (lambda gbps, efficiency: gbps * 1e9 / 8 * efficiency / 2 ** 30,
+               "That is in GiB/s (2**30 bytes); the question counts GB = 1e9 bytes, as nccl-tests does.")],
     hints=["Divide bits by 8 for bytes.", "Then multiply by the achievable fraction."],
     solution="400 Gb/s / 8 = 50 GB/s line rate per direction; x 0.8 = 40 GB/s. (GTC24 S62129 measured 48 GB/s "
              "busbw on one 400 Gb RDMA NIC, 96%; ~80% is the rule of thumb for a first estimate.)",
     correct_example=40.0,
-    wrong_examples=[320.0, 400.0, 50.0, 80.0],
+    wrong_examples=[320.0, 400.0, 50.0, 80.0, 40e9 / 2 ** 30],
 )
 
 
@@ -109,13 +117,15 @@ q_sharp_gain = ValueExercise(
                     "measured figures."),
               (lambda ring, sharp: ring / sharp, "That is below 1: SHARP made it faster, not slower."),
               (lambda ring, sharp: (sharp - ring) / ring, "That is the gain as a fraction; the question asks "
-                                                          "for the factor (new / old).")],
+                                                          "for the factor (new / old)."),
+              (lambda ring, sharp: 100 * (sharp - ring) / ring, "That is the gain in percent; the question asks "
+                                                                "for the factor (new / old).")],
     hints=["Divide the SHARP figure by the ring figure."],
     solution="480 / 380 = 1.26: +26%, not 2x. The NIC bytes halve, but the reduce-scatter and all-gather inside "
              "each node still cross NVLink, and the fixed costs per step do not shrink; NVIDIA's and "
              "ml-engineering's measurements put SHARP's gain at +25-30%.",
     correct_example=480 / 380,
-    wrong_examples=[2.0, 380 / 480, 100 / 380],
+    wrong_examples=[2.0, 380 / 480, 100 / 380, 10000 / 380],
 )
 
 
@@ -133,13 +143,17 @@ q_nic_per_gpu = ValueExercise(
                "busbw / g is what NCCL's rings put on each NIC (2(n-1)/n of a GPU's share). The hierarchical "
                "algorithm's NICs run only the ring across nodes, on a 1/g slice."),
               (lambda busbw, nodes, gpus_per_node: busbw,
-               "busbw counts every byte a rank moves, NVLink included; only part of it crosses the NIC.")],
+               "busbw counts every byte a rank moves, NVLink included; only part of it crosses the NIC."),
+              (lambda busbw, nodes, gpus_per_node: busbw * (nodes - 1) / (gpus_per_node - 1),
+               "n is not the GPUs per node: busbw's 2(n-1)/n counts the ranks of the whole all-reduce."),
+              (lambda busbw, nodes, gpus_per_node: busbw * (nodes - 1) / (nodes * gpus_per_node),
+               "Nearly: busbw's factor is 2(n-1)/n, so it is n-1 that ends up in the denominator, not n.")],
     hints=["Each GPU sends 2(k-1)/k x S/g over its NIC (hierarchically), with k nodes and g GPUs per node.",
            "busbw = S/t x 2(n-1)/n with n GPUs in all: divide the NIC bytes per second by it."],
     solution="380 x (4-1)/(32-1) = 36.8 GB/s per GPU's NIC: k = nodes, n = all GPUs. (2(k-1)/k x S/g)/t "
              "= busbw x (k-1)/(n-1) since g = n/k.",
     correct_example=380 * 3 / 31,
-    wrong_examples=[380 * 7 / 31, 380 / 8, 380.0],
+    wrong_examples=[380 * 7 / 31, 380 / 8, 380.0, 380 * 3 / 7, 380 * 3 / 32],
 )
 
 

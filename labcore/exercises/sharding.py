@@ -83,13 +83,17 @@ def gather_full(shard, shape):
 
 def reduce_scatter_mean(full):
     """Reduce-scatter ``full`` (padded) over the ranks and divide: this rank's shard of the mean."""
+    return _reduce_scatter(full, mean=True)
+
+
+def _reduce_scatter(full, mean: bool):
     import torch.distributed as dist
 
     n = dist.get_world_size()
     flat = pad_flat(full.detach(), n).contiguous()
     out = flat.new_empty(flat.numel() // n)
     dist.reduce_scatter_single(out, flat)
-    return out.div_(n)
+    return out.div_(n) if mean else out
 
 
 # -- ZeRO-3: a linear layer that holds only its shard --------------------------------------------
@@ -205,16 +209,36 @@ class _StepWith:
         self.opt.zero_grad(set_to_none=set_to_none)
 
 
-def adam_reference(world_size: int, steps: int = CHECK_STEPS):
-    """Single-process Adam on the whole batch (the ranks' slices together): the flat parameters."""
+def adam_reference(world_size: int, steps: int = CHECK_STEPS, grad_scale: float = 1.0):
+    """Single-process Adam on the whole batch (the ranks' slices together): the flat parameters.
+
+    ``grad_scale`` multiplies every gradient (``world_size``: what a rank that sums the ranks'
+    gradients instead of averaging them steps with)."""
     model = make_model()
     opt = _adam(model.parameters())
     for step in range(steps):
         x, y = global_batch(step, world_size * PER_RANK)
         opt.zero_grad(set_to_none=True)
-        loss_fn(model(x), y).backward()
+        (loss_fn(model(x), y) * grad_scale).backward()
         opt.step()
     return _flat(model)
+
+
+def _against_adam(params: list, world_size: int) -> None:
+    """Raise :class:`Incorrect` unless every rank's flat parameters match unsharded Adam."""
+    import torch
+
+    want = adam_reference(world_size)
+    summed = adam_reference(world_size, grad_scale=world_size)
+    for rank, got in enumerate(params):
+        if torch.allclose(got, want, rtol=1e-9, atol=1e-12):
+            continue
+        if torch.allclose(got, summed, rtol=1e-9, atol=1e-12):
+            raise Incorrect(f"rank {rank}'s parameters are close to unsharded Adam's but not equal: its shards "
+                            "stepped with the sum of the ranks' gradients, not their mean. (Adam divides by the "
+                            "gradients' size, which hides a constant factor almost, but not quite, entirely.)")
+        raise Incorrect(f"rank {rank}'s parameters after {CHECK_STEPS} steps differ from unsharded Adam on the "
+                        f"whole batch by up to {float((got - want).abs().max()):.3g}.")
 
 
 def _nbytes(tensors) -> int:
@@ -482,6 +506,9 @@ def _check_padding(answer):
             raise Incorrect(f"for {numel} elements on {n} ranks your shards have sizes {sizes}: "
                             "reduce_scatter_single and all_gather_single need every rank's shard to be the same size.")
         joined = torch.cat(shards)
+        if n > 1 and sizes[0] >= numel:
+            raise Incorrect(f"for {numel} elements on {n} ranks each of your shards holds {sizes[0]} elements, "
+                            "the whole tensor or more: a rank keeps only its 1/n share.")
         if joined.numel() < numel:
             raise Incorrect(f"for {numel} elements on {n} ranks your {n} shards hold {joined.numel()} elements "
                             "together: some elements belong to no rank.")
@@ -501,6 +528,10 @@ def _chunk_shard(flat, rank, n):
 def _floor_shard(flat, rank, n):
     k = flat.numel() // n
     return flat[rank * k:(rank + 1) * k]
+
+
+def _whole_padded(flat, rank, n):
+    return pad_flat(flat, n)
 
 
 def _pad_ones(flat, rank, n):
@@ -528,7 +559,7 @@ q_padding = CustomExercise(
              "    return padded[rank * k:(rank + 1) * k]\n"
              "# labcore.exercises.sharding.shard_of does the same.",
     correct_example=shard_of,
-    wrong_examples=[_chunk_shard, _floor_shard, _pad_ones],
+    wrong_examples=[_chunk_shard, _floor_shard, _pad_ones, _whole_padded],
     expects="a function",
 )
 
@@ -548,8 +579,6 @@ def _sharded_step_on_rank(step_fn):
 
 
 def _check_sharded_step(answer, cluster=None, world_size: int = 4, timeout: float = 30.0):
-    import torch
-
     if not callable(answer):
         raise Incorrect("pass your function, e.g. q_sharded_step.check(zero_step, cluster=cl).")
     results = _run_check(cluster, world_size, _sharded_step_on_rank, answer, timeout=timeout)
@@ -561,12 +590,7 @@ def _check_sharded_step(answer, cluster=None, world_size: int = 4, timeout: floa
     if "reduce_scatter" not in ops or "all_gather" not in ops:
         raise Incorrect(f"the recorder saw {sorted(ops) or 'no collectives'}: the shards' gradients must be "
                         "averaged over ranks, and every rank needs all the updated parameters for the next forward.")
-    want = adam_reference(world_size)
-    for rank, (got, _) in enumerate(results):
-        if not torch.allclose(got, want, rtol=1e-9, atol=1e-12):
-            err = float((got - want).abs().max())
-            raise Incorrect(f"rank {rank}'s parameters after {CHECK_STEPS} steps differ from unsharded Adam on the "
-                            f"whole batch by up to {err:.3g}.")
+    _against_adam([got for got, _ in results], world_size)
     return f"The recorder saw only reduce-scatters and all-gathers, and {world_size} ranks match unsharded Adam."
 
 
@@ -590,6 +614,17 @@ def _zero_step_allreduce(params, shards, opt):
         g = p.grad.clone()
         dist.all_reduce(g)
         s.grad = shard_of(g / n, rank, n)
+    opt.step()
+    with torch.no_grad():
+        for p, s in zip(params, shards):
+            p.copy_(gather_full(s, p.shape))
+
+
+def _zero_step_summed(params, shards, opt):
+    import torch
+
+    for p, s in zip(params, shards):
+        s.grad = _reduce_scatter(p.grad, mean=False)          # the sum over ranks, not the mean
     opt.step()
     with torch.no_grad():
         for p, s in zip(params, shards):
@@ -621,7 +656,7 @@ q_sharded_step = CustomExercise(
              "        for p, s in zip(params, shards):\n"
              "            p.copy_(gather_full(s, p.shape))",
     correct_example=_zero_step,
-    wrong_examples=[_zero_step_allreduce, _zero_step_no_gather],
+    wrong_examples=[_zero_step_allreduce, _zero_step_no_gather, _zero_step_summed],
     expects="a function",
     **_LIVE,
 )
@@ -655,11 +690,7 @@ def _check_zero3(answer, cluster=None, world_size: int = 4, timeout: float = 30.
     if results[0][3] == 0:
         raise Incorrect("the recorder saw no reduce-scatter in a step: each rank's shard of the gradient must be "
                         "the mean over all ranks' gradients, not a piece of its own.")
-    want = adam_reference(world_size)
-    for rank, (got, *_) in enumerate(results):
-        if not torch.allclose(got, want, rtol=1e-9, atol=1e-12):
-            raise Incorrect(f"rank {rank}'s parameters after {CHECK_STEPS} steps differ from unsharded Adam on the "
-                            f"whole batch by up to {float((got - want).abs().max()):.3g}.")
+    _against_adam([got for got, *_ in results], world_size)
     return (f"Two all-gathers per layer per step ({gathered} bytes = 2 x the model), and the shards match "
             "unsharded Adam.")
 
@@ -679,21 +710,33 @@ class _KeepsWeights:
         return grad_y @ w, reduce_scatter_mean(flatten(grad_y.T @ x, grad_y.sum(0))), None
 
 
+def _backward_with(ctx, grad_y, shard_grad):
+    """Zero3LinearFn's backward with another way of making this rank's gradient shard."""
+    x, shard = ctx.saved_tensors
+    w, _ = unflatten(gather_full(shard, (math.prod(ctx.w_shape) + ctx.w_shape[0],)), ctx.w_shape)
+    return grad_y @ w, shard_grad(flatten(grad_y.T @ x, grad_y.sum(0))), None
+
+
+class _SummedGradients:
+    """ZeRO-3 layer whose gradient shard is the sum over ranks, not the mean."""
+
+    forward = staticmethod(Zero3LinearFn.forward)
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        return _backward_with(ctx, grad_y, lambda g: _reduce_scatter(g, mean=False))
+
+
 class _LocalGradients:
     """ZeRO-3 layer that cuts its own gradient into shards instead of reduce-scattering it."""
 
-    @staticmethod
-    def forward(ctx, x, shard, w_shape):
-        return Zero3LinearFn.forward(ctx, x, shard, w_shape)
+    forward = staticmethod(Zero3LinearFn.forward)
 
     @staticmethod
     def backward(ctx, grad_y):
         import torch.distributed as dist
 
-        x, shard = ctx.saved_tensors
-        w, _ = unflatten(gather_full(shard, (math.prod(ctx.w_shape) + ctx.w_shape[0],)), ctx.w_shape)
-        local = shard_of(flatten(grad_y.T @ x, grad_y.sum(0)), dist.get_rank(), dist.get_world_size())
-        return grad_y @ w, local, None
+        return _backward_with(ctx, grad_y, lambda g: shard_of(g, dist.get_rank(), dist.get_world_size()))
 
 
 q_zero3_layer = CustomExercise(
@@ -723,7 +766,7 @@ q_zero3_layer = CustomExercise(
              "        w, _ = unflatten(gather_full(shard, (k,)), ctx.w_shape)\n"
              "        return grad_y @ w, reduce_scatter_mean(flatten(grad_y.T @ x, grad_y.sum(0))), None",
     correct_example=Zero3LinearFn,
-    wrong_examples=[_KeepsWeights, _LocalGradients],
+    wrong_examples=[_KeepsWeights, _LocalGradients, _SummedGradients],
     expects="a torch.autograd.Function class",
     **_LIVE,
 )
@@ -731,6 +774,8 @@ q_zero3_layer = CustomExercise(
 
 # (4) how much does stage 3 move?
 def _check_zero3_volume(answer):
+    if isinstance(answer, (str, bytes, bool)):
+        raise Incorrect(f"answer with a number (the volume in units of Ψ), not {type(answer).__name__} {answer!r}.")
     try:
         value = float(answer)
     except (TypeError, ValueError):
@@ -761,7 +806,7 @@ q_zero3_volume = CustomExercise(
     solution="3: all-gather Ψ in forward + all-gather Ψ again in backward + reduce-scatter Ψ of gradients "
              "(Rajbhandari et al. 2020, section 7).",
     correct_example=3,
-    wrong_examples=[2, 1, 4, 2.5],
+    wrong_examples=[2, 1, 4, 2.5, "3", True],
     expects="a number (of Ψ)",
 )
 

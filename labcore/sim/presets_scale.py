@@ -39,6 +39,10 @@ COMMON = "NCCL 2.30.7 src/graph/tuning.cc (latencies); H100 datasheet (NVLink); 
 # Published nccl-tests all_reduce busbw (GB/s) of each preset's network [GTC24 S62129].
 PUBLISHED = {"dgx_h100_ib": 380.0, "dgx_h100_ib_sharp": 480.0, "ib_8x200": 192.0, "roce_8x400": 8 * 48.0,
              "tcp_100g": 10.0}
+# What each figure of PUBLISHED is: RoCE's is derived from a one-NIC figure, not measured on 8.
+PUBLISHED_AS = {"dgx_h100_ib": "GTC24: DGX H100, 8 x 400Gb IB", "dgx_h100_ib_sharp": "GTC24: DGX H100 + SHARP",
+                "ib_8x200": "GTC24: DGX A100, 8 x 200Gb", "tcp_100g": "GTC24: 100GbE TCP",
+                "roce_8x400": "derived: 8 NICs x GTC24's one 400Gb RDMA NIC (48)"}
 # 100 GbE = 12.5 GB/s per direction; GTC24: 100GbE TCP all_reduce busbw 10 GB/s (80%).
 TCP_100G_BW = 12.5e9
 TCP_EFFICIENCY = 10 / 12.5
@@ -250,6 +254,6 @@ def scale_sweep(name: str = "dgx_h100_ib", nodes=(2, 8, 64), sizes=(1 << 30,), a
     return pd.DataFrame(rows)
 
 
-__all__ = ["PUBLISHED", "NCCL_TESTS_78", "published_run", "PRESETS", "SHARP_CAPABLE", "preset", "dgx_h100_ib",
+__all__ = ["PUBLISHED", "PUBLISHED_AS", "NCCL_TESTS_78", "published_run", "PRESETS", "SHARP_CAPABLE", "preset", "dgx_h100_ib",
            "ib_8x200", "roce_8x400", "tcp_100g", "nic_bytes", "per_gpu_nic_bandwidth", "internode_bytes_per_gpu",
            "scale_sweep", "ALGORITHMS"]
