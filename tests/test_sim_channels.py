@@ -100,3 +100,14 @@ def test_channels_on_a_mesh_follow_the_closed_form():
         assert np.isclose(trace.time_s, cost.time(op, "ring", 6, 6 * 4096, 1e-6, 1e-9, channels=3))
     with pytest.raises(ValueError, match="permutation"):
         sim.simulate("all_reduce", "ring", 4, 4096, channels=2, order=[[0, 1, 2, 3], [0, 0, 1, 2]])
+
+
+@pytest.mark.parametrize("algorithm, options", [("in_network", {"pipeline": 4}), ("ring", {}),
+                                                ("hierarchical", {"pipeline": 4})])
+def test_no_transfer_lands_after_the_run_ends_under_path_latencies(algorithm, options):
+    from labcore.sim import simulate, topologies
+
+    topo = topologies.multinode(2, 4, sharp=True)
+    t = simulate("all_reduce", algorithm, 8, 4 << 20, topology=topo, values=False, **options)
+    assert t.end.max() <= t.time_s * (1 + 1e-9)
+    assert (t.end >= t.start).all()

@@ -170,7 +170,7 @@ def timing(p: Plan, topo, contention: bool = True) -> dict:
     offset = np.zeros(m_time.size)
     if path:
         dur += topo.step_s * (np.bincount(p.step, minlength=S) > 0)
-        reach = path_latency(p, lat)
+        reach, arrived = path_latency(p, lat)
     else:
         reach = np.zeros(S)
     if single:
@@ -190,8 +190,14 @@ def timing(p: Plan, topo, contention: bool = True) -> dict:
         offset[order] = np.where(g >= 0, cum - t - base, 0.0)
     step_end = topo.launch_s + np.cumsum(dur) + reach
     step_start = np.r_[topo.launch_s, step_end[:-1]]
-    m_start = step_start[p.step] + offset
-    m_end = m_start + m_time + (lat if path else 0.0)
+    if path:
+        # a message lands when its step's wire time is done plus the latency its own chain of hops
+        # has gathered (at most the slowest chain's, which ends the step)
+        m_end = topo.launch_s + np.cumsum(dur)[p.step] + arrived
+        m_start = m_end - m_time - lat
+    else:
+        m_start = step_start[p.step] + offset
+        m_end = m_start + m_time
     inv = p.transfer_message
     return dict(time_s=max(float(step_end[-1]), topo.issue_s), step_start=step_start, step_end=step_end,
                 start=m_start[inv], end=m_end[inv], links=p.links[inv])
@@ -210,8 +216,9 @@ def _per_step_max(values: np.ndarray, step: np.ndarray, n_steps: int) -> np.ndar
 _PATH_CELLS = 1 << 26
 
 
-def path_latency(p: Plan, m_lat: np.ndarray) -> np.ndarray:
-    """(n_steps,) the latency accrued by the end of each step along the slowest chain of hops.
+def path_latency(p: Plan, m_lat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(n_steps,) the latency accrued by the end of each step along the slowest chain of hops, and
+    (n_messages,) the latency each message's data has gathered when it lands.
 
     Every (agent, chunk) carries the latency its data has gathered; a transfer delivers its
     source's latency plus its message's route latency, and the destination keeps the larger of
@@ -237,16 +244,21 @@ def path_latency(p: Plan, m_lat: np.ndarray) -> np.ndarray:
         src, dst, cell, step, lat = src[origin], dst[origin], cell[origin] + offset, step[origin], lat[origin]
     ready = np.zeros(cells)
     out = np.zeros(s.n_steps)
+    arrive = np.zeros(src.size)
     bounds = np.searchsorted(step, np.arange(s.n_steps + 1))
     top = 0.0
     for k in range(s.n_steps):
         a, b = bounds[k], bounds[k + 1]
         if b > a:
-            arrive = ready[src[a:b] * cells_per_agent + cell[a:b]] + lat[a:b]
-            np.maximum.at(ready, dst[a:b] * cells_per_agent + cell[a:b], arrive)
-            top = max(top, float(arrive.max()))
+            arrive[a:b] = ready[src[a:b] * cells_per_agent + cell[a:b]] + lat[a:b]
+            np.maximum.at(ready, dst[a:b] * cells_per_agent + cell[a:b], arrive[a:b])
+            top = max(top, float(arrive[a:b].max()))
         out[k] = top
-    return out
+    per_transfer = np.zeros(s.n_transfers)
+    np.maximum.at(per_transfer, origin if (width > 1).any() else np.arange(s.n_transfers), arrive)
+    per_message = np.zeros(m_lat.size)
+    np.maximum.at(per_message, p.transfer_message, per_transfer)
+    return out, per_message
 
 
 def _move_values(trace: Trace, elements: int, seed: int) -> None:
