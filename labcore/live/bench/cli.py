@@ -33,7 +33,7 @@ import pandas as pd
 
 from labcore.live.bench import baseline as _baseline
 from labcore.live.bench import checks, memory, stats
-from labcore.live.bench.harness import describe_rank, measure
+from labcore.live.bench.harness import PLACEMENTS, describe_rank, measure
 from labcore.live.bench.ops import NAMES, OPS, canonical, nccl_tests_program
 from labcore.live.bench.sweep import COLUMNS, plan_sizes
 from labcore.live.bench.table import footer_lines, header_lines, row_line
@@ -152,17 +152,21 @@ def _check_files(args, spec, nranks, sizes) -> pd.DataFrame | None:
         return None
     base = _baseline.load_baseline(args.baseline)
     itemsize = dtype_of(spec["dtype"])[1].itemsize
-    stats.check_comparable(base, _planned(spec, nranks, itemsize, sizes), args.baseline)
+    stats.check_comparable(base, _planned(spec, nranks, itemsize, sizes), args.baseline,
+                           parse_size(args.compare_from))
     return base
 
 
 def _planned(spec, nranks, itemsize, sizes) -> pd.DataFrame:
-    """The (op, size, type, redop, ranks) lines the run will print, for checking a baseline."""
+    """The (op, size, type, redop, ranks, placement) rows the run will print, for checking a baseline."""
     if spec["op"] not in OPS:
-        return pd.DataFrame(dict(op=[spec["op"]], size=[0], type=["none"], redop=["none"], ranks=[nranks]))
+        return pd.DataFrame(dict(op=[spec["op"]], size=[0], type=["none"], redop=["none"], ranks=[nranks],
+                                 placement=["in-place"]))
     op = OPS[spec["op"]]
-    return pd.DataFrame(dict(op=spec["op"], size=[op.printed_size(s, nranks, itemsize) for s in sizes],
-                             type=spec["dtype"], redop=op.printed_redop(spec["redop"]), ranks=nranks))
+    printed = [op.printed_size(s, nranks, itemsize) for s in sizes]
+    return pd.DataFrame(dict(op=spec["op"], size=printed * len(PLACEMENTS), type=spec["dtype"],
+                             redop=op.printed_redop(spec["redop"]), ranks=nranks,
+                             placement=[p for p in PLACEMENTS for _ in printed]))
 
 
 class _Printer:

@@ -156,8 +156,10 @@ def smallest_pvalue(n_base: int, n_cur: int, trim: float = TRIM) -> float:
     return permutation_pvalues(np.arange(1.0, n_base + 1), np.arange(1.0, n_cur + 1) * 1e6, 0.0, trim)[0]
 
 
-def check_comparable(baseline: pd.DataFrame, current: pd.DataFrame, name: str = "the baseline") -> None:
-    """Refuse a baseline of another collective, dtype, reduction or rank count, or with no common size."""
+def check_comparable(baseline: pd.DataFrame, current: pd.DataFrame, name: str = "the baseline",
+                     min_bytes: int = 0) -> None:
+    """Refuse a baseline of another collective, dtype, reduction or rank count, or one that shares
+    no (size, placement) with ``current`` at ``min_bytes`` or more."""
     for col, what in MATCHED:
         if col in baseline and col in current:
             have, want = set(baseline[col].astype(str)), set(current[col].astype(str))
@@ -169,6 +171,19 @@ def check_comparable(baseline: pd.DataFrame, current: pd.DataFrame, name: str = 
     if not common:
         raise ValueError(f"{name} shares no size with this run (baseline {_span(baseline)}, run "
                          f"{_span(current)}): measure the baseline's sizes (-b/-e) or save a new baseline")
+    if max(common) < min_bytes:
+        raise ValueError(f"comparing only from {min_bytes} bytes up (--compare-from, min_bytes) leaves no "
+                         f"size: the sizes both share go up to {max(common)} bytes; lower it")
+    if "placement" in baseline and "placement" in current:
+        if not {p for p in _pairs(baseline) & _pairs(current) if p[0] >= min_bytes}:
+            raise ValueError(f"{name} shares no size and placement with this run (baseline placements "
+                             f"{', '.join(sorted(set(baseline['placement'].astype(str))))}, run "
+                             f"{', '.join(sorted(set(current['placement'].astype(str))))}): measure the "
+                             "baseline's placements or save a new baseline")
+
+
+def _pairs(df: pd.DataFrame) -> set:
+    return set(zip(df["size"], df["placement"].astype(str)))
 
 
 def _span(df: pd.DataFrame) -> str:
@@ -209,7 +224,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, tolerance: float = 0.
                          f"not {tolerance}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha is a false-alarm rate between 0 and 1 (0.05 = 5%), not {alpha}")
-    check_comparable(baseline, current, name)
+    check_comparable(baseline, current, name, min_bytes)
     cur = current[current["size"] >= min_bytes]
     keys = [k for k in KEYS if k in baseline and k in cur]
     bcol, ccol = _time_column(baseline, time), _time_column(cur, time)
