@@ -55,3 +55,51 @@ def test_a_baseline_of_other_placements_or_sizes_below_compare_from_is_refused(t
     good = _baseline(tmp_path, "good")
     _refused(RUN + ["--baseline", str(good), "--compare-from", "1G"],
              "comparing only from 1073741824 bytes up (--compare-from, min_bytes) leaves no size", capfd)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-b", "8", "-e", "1G", "-i", "1"], "would measure 1073741817 sizes, more than the 4096"),
+    (["-b", "1G", "-e", "2G", "-f", "1.000000001"], "would measure over 4096 sizes"),
+    (["-i", "0", "-e", "64"], "step (-i) must be a positive number of bytes, not 0"),
+    (["-f", "2", "-i", "8", "-e", "32"], "give -f (sizes multiply) or -i (sizes add), not both"),
+    (["-d", "int8", "-o", "avg"], "gloo cannot average int8 tensors"),
+    (["-e", "1e30"], "can be used (host RAM shared by 2 ranks)"),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_sizes_and_what_gloo_cannot_run_are_refused_before_ranks_start(args, message, capfd):
+    err = _refused(["all_reduce", "-g", "2", "--backend", "gloo", *args], message, capfd)
+    assert "4398046511104 MiB" not in err   # the free memory is this machine's, not a placeholder
+
+
+class _NoCluster:
+    """Fails a test that would start ranks: every check below must come first."""
+
+    def __init__(self, *args, **kwargs):
+        raise AssertionError("a cluster was started")
+
+
+@pytest.mark.parametrize("kwargs,error,message", [
+    (dict(cluster=2.0), TypeError, "sweep runs on a cluster"),
+    (dict(cluster="2"), TypeError, "not str"),
+    (dict(op="broadcast", root="0"), ValueError, "root (-r) must be a whole rank number, not '0'"),
+    (dict(op="broadcast", root=0.5), ValueError, "not 0.5"),
+    (dict(placements="in-place"), ValueError, "a tuple of placement names such as ('in-place',)"),
+    (dict(placements=("in-place", "in-place")), ValueError, "at most once"),
+    (dict(check="no"), ValueError, "check must be True or False"),
+    (dict(corrupt=-1), ValueError, "corrupt must be a whole number >= 0, not -1"),
+    (dict(corrupt=1.5), ValueError, "not 1.5"),
+    (dict(timeout=float("nan")), ValueError, "timeout must be a finite, positive number"),
+    (dict(timeout=0), ValueError, "not 0"),
+    (dict(dtype="int32", redop="avg"), ValueError, "gloo cannot average int32"),
+    (dict(step=0, max_bytes=64), ValueError, "step (-i) must be a positive number of bytes"),
+    (dict(op="barrier", min_bytes=-5), ValueError, "size -5 must be a finite, non-negative number"),
+])
+def test_sweep_checks_every_argument_before_a_rank_starts(monkeypatch, kwargs, error, message):
+    import labcore.live.cluster
+    from labcore.live.bench.sweep import sweep
+
+    monkeypatch.setattr(labcore.live.cluster, "Cluster", _NoCluster)
+    monkeypatch.setattr("labcore.live.sysinfo.has_gpus", lambda n=1: False)
+    kwargs = dict(kwargs)
+    with pytest.raises(error) as caught:
+        sweep(kwargs.pop("cluster", 2), **kwargs)
+    assert message in str(caught.value)
