@@ -103,3 +103,30 @@ def test_sweep_checks_every_argument_before_a_rank_starts(monkeypatch, kwargs, e
     with pytest.raises(error) as caught:
         sweep(kwargs.pop("cluster", 2), **kwargs)
     assert message in str(caught.value)
+
+
+NCCL_TESTS = ROOT / "tests" / "data" / "nccl_tests_nccl-tests-167_max_then_min.txt"
+
+
+def test_read_nccl_tests_names_what_it_was_given_instead_of_crashing(tmp_path):
+    from labcore.bench import read_nccl_tests
+
+    good = read_nccl_tests(NCCL_TESTS)
+    cut = tmp_path / "cut.txt"               # a log whose last bytes split a UTF-8 character
+    cut.write_bytes(NCCL_TESTS.read_bytes() + "\u00e9".encode()[:1])
+    assert read_nccl_tests(cut).equals(good)
+    assert read_nccl_tests(NCCL_TESTS.read_bytes()).equals(good)
+    binary = tmp_path / "core"
+    binary.write_bytes(bytes(range(256)) * 16)
+    for source, error, message in ((binary, ValueError, "found no nccl-tests result lines"),
+                                   (tmp_path, ValueError, "is a folder"),
+                                   (str(tmp_path), ValueError, "is a folder"),
+                                   (tmp_path / "nope.txt", FileNotFoundError, "no file"),
+                                   ("", ValueError, "the text is empty"),
+                                   (None, TypeError, "not NoneType"),
+                                   (NCCL_TESTS.read_text().splitlines(), TypeError, "not list")):
+        with pytest.raises(error, match=message):
+            read_nccl_tests(source)
+    for ranks in (0, -3, "x", 2.5):
+        with pytest.raises(ValueError, match="ranks must be the whole number of ranks"):
+            read_nccl_tests(NCCL_TESTS, ranks=ranks)
