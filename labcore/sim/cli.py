@@ -47,6 +47,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with its error as one line (no usage block), exit status 2."""
 
@@ -77,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--root", type=int, help="root rank for broadcast/reduce")
     p.add_argument("--no-contention", action="store_true", help="every message gets its links' full bandwidth")
     p.add_argument("--no-values", action="store_true", help="time only (for big runs); skips the check")
-    p.add_argument("--show-steps", type=int, default=4, help="how many steps to print (default 4)")
+    p.add_argument("--show-steps", type=_count, default=4, help="how many steps to print (default 4)")
     return p
 
 
@@ -101,6 +111,10 @@ def _choose(args, topo) -> tuple[str, str]:
     return algo, note
 
 
+def _smallest(args) -> int:
+    return 8 if args.minbytes is None else args.minbytes
+
+
 def _check(args) -> None:
     """Refuse what the simulator would refuse, before any work."""
     if args.ranks > MAX_RANKS:
@@ -111,8 +125,11 @@ def _check(args) -> None:
     if args.maxbytes is not None or args.minbytes is not None:
         if args.maxbytes is None:
             raise ValueError("-b/--minbytes needs -e/--maxbytes for a sweep")
-        if (args.minbytes or 8) > args.maxbytes:
-            raise ValueError(f"-b {args.minbytes} is larger than -e {args.maxbytes}")
+        lo = _smallest(args)
+        if lo < 1:
+            raise ValueError("-b/--minbytes must be at least 1: sweep sizes multiply (-f), and 0 stays 0")
+        if lo > args.maxbytes:
+            raise ValueError(f"-b {lo} is larger than -e {args.maxbytes}: swap them")
         if args.stepfactor < 2:
             raise ValueError("-f/--stepfactor must be 2 or more")
     if args.root is not None and not 0 <= args.root < args.ranks:
@@ -140,8 +157,8 @@ def _run(args) -> int:
     protocol = None if args.protocol.lower() == "none" else args.protocol
     kwargs = dict(topology=topo, reduce_op=args.reduce_op, contention=not args.no_contention, protocol=protocol,
                   **options)
-    if args.maxbytes:
-        simulate(args.op, algo, args.ranks, args.minbytes or 8, values=False, **kwargs)     # refuse before printing
+    if args.maxbytes is not None:
+        simulate(args.op, algo, args.ranks, _smallest(args), values=False, **kwargs)     # refuse before printing
         print(f"# {args.op}, algorithm {algo!r}, {args.ranks} ranks, on {topo.name}")
         if note:
             print(f"# {note}")
@@ -174,7 +191,7 @@ def _run(args) -> int:
 
 def _sweep(args, algo: str, kwargs: dict) -> int:
     print(f"{'size':>12} {'time(us)':>12} {'algbw':>9} {'busbw':>9} {'bound(us)':>12} {'protocol':>9}")
-    size = args.minbytes or 8
+    size = _smallest(args)
     while size <= args.maxbytes:
         t = simulate(args.op, algo, args.ranks, size, values=False, **kwargs)
         s = t.summary()
