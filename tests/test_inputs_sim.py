@@ -50,3 +50,57 @@ def test_simulate_checks_its_arguments_first(kwargs, error, message):
 
 def test_simulate_takes_numpy_integers_for_ranks():
     assert sim.simulate("all_reduce", "ring", np.int64(4), 1024).schedule.ranks == 4
+
+
+def test_the_tuner_refuses_what_it_cannot_price():
+    from labcore.sim import tuner
+
+    m = tuner.MACHINES["dgx_h100"]
+    assert tuner.predict("all_reduce", np.int64(1024), m).name == tuner.predict("all_reduce", 1024, m).name
+    for nbytes in (float("nan"), float("inf"), -1, 1.5, "1M"):
+        with pytest.raises(ValueError, match="nbytes must be a whole number of bytes"):
+            tuner.cost_table("all_reduce", nbytes, m)
+    for bad in ("dgx_h100", None):
+        with pytest.raises(TypeError, match=r"machine must be a tuner Machine, e.g. MACHINES\['dgx_h100'\]"):
+            tuner.predict("all_reduce", 1024, bad)
+        with pytest.raises(TypeError, match="machine must be a tuner Machine"):
+            tuner.tuning_log(bad)
+    with pytest.raises(TypeError, match="NCCL_PROTO is a string"):
+        tuner.predict("all_reduce", 1024, m, proto_env=5)
+    with pytest.raises(ValueError, match="channels must be a whole number from 1 to 64"):
+        tuner.ring_pipeline("all_reduce", 1 << 20, m, channels=0)
+    with pytest.raises(TypeError, match="sizes must be a list of byte counts"):
+        tuner.sweep("all_reduce", m, "abc")
+    with pytest.raises(TypeError, match="graphs DataFrame"):
+        tuner.graphs_from_log("Pattern 4, crossNic 0, nChannels 12")
+
+
+@pytest.mark.parametrize("low,high", [(0, 8), (1 << 20, 8), (8, 8)])
+def test_crossovers_refuses_a_range_it_cannot_walk_instead_of_looping(low, high):
+    from labcore.sim import tuner
+
+    with pytest.raises(ValueError, match="crossovers searches from min_bytes up to a larger max_bytes"):
+        tuner.crossovers("all_reduce", tuner.MACHINES["dgx_h100"], low, high)
+
+
+@pytest.mark.parametrize("change,error,message", [
+    (dict(gpu=9), ValueError, "90 for 9.0"),
+    (dict(gpu=1000), ValueError, "compute capability"),
+    (dict(channels=0), ValueError, "channels must be a whole number from 1 to 64"),
+    (dict(channels=-3), ValueError, "channels must be a whole number from 1 to 64"),
+    (dict(min_ctas=8, max_ctas=2), ValueError, "1 <= min_ctas <= max_ctas"),
+    (dict(ring=None), TypeError, "ring must be a Graph"),
+    (dict(ranks=np.int64(16), nodes=np.int64(2)), None, ""),
+])
+def test_a_machine_is_checked_when_it_is_made(change, error, message):
+    from dataclasses import replace
+
+    from labcore.sim import tuner
+
+    if error is None:
+        assert replace(tuner.MACHINES["dgx_h100"], **change).ranks == 16
+        return
+    with pytest.raises(error, match=message):
+        replace(tuner.MACHINES["dgx_h100"], **change)
+    with pytest.raises(ValueError, match="bw_intra must be a finite number"):
+        tuner.Graph(4, float("nan"))
