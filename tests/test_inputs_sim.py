@@ -104,3 +104,38 @@ def test_a_machine_is_checked_when_it_is_made(change, error, message):
         replace(tuner.MACHINES["dgx_h100"], **change)
     with pytest.raises(ValueError, match="bw_intra must be a finite number"):
         tuner.Graph(4, float("nan"))
+
+
+def _measured():
+    from labcore.sim.calibration import synthetic
+
+    return synthetic(ranks=(2,), noise=0.0)
+
+
+@pytest.mark.parametrize("change,error,message", [
+    (lambda d: d.iloc[:0], ValueError, "the DataFrame has no rows"),
+    (lambda d: pd.concat([d.iloc[:1]] * 3), ValueError, "two different sizes"),     # one size, three rows
+    (lambda d: d.assign(time_us=np.where(d.index == 3, np.inf, d.time_us)), ValueError, "infinite time"),
+    (lambda d: d.assign(time_us="fast"), ValueError, "column 'time_us' holds 'fast', not a number"),
+    (lambda d: d.assign(size=-d["size"]), ValueError, "sizes must be finite byte counts >= 0"),
+    (lambda d: d.assign(ranks=1), ValueError, "move no data"),
+    (lambda d: d.assign(ranks=0), ValueError, "move no data"),
+    (lambda d: d.assign(ranks=-1), ValueError, "unknown rank count"),
+    (lambda d: d.assign(ranks=2.5), ValueError, "ranks must be whole numbers"),
+    (lambda d: d.values.tolist(), TypeError, "calibrate takes a DataFrame"),
+])
+def test_calibrate_refuses_data_it_cannot_fit_honestly(change, error, message):
+    with pytest.raises(error, match=message):
+        sim.calibrate(change(_measured()))
+
+
+def test_calibrate_and_its_fit_check_their_other_arguments():
+    with pytest.raises(TypeError, match="closed form takes channels, gpus_per_node"):
+        sim.calibrate(_measured(), pipline=4)
+    cal = sim.calibrate(_measured())
+    assert cal.params(np.int64(2)) is cal.params(2)
+    with pytest.raises(TypeError, match="ranks is a whole number"):
+        cal.params("2")
+    for size in (-5, np.nan):
+        with pytest.raises(ValueError, match="sizes must be finite byte counts"):
+            cal.predict(size, 2)
