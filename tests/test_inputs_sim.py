@@ -139,3 +139,40 @@ def test_calibrate_and_its_fit_check_their_other_arguments():
     for size in (-5, np.nan):
         with pytest.raises(ValueError, match="sizes must be finite byte counts"):
             cal.predict(size, 2)
+
+
+def _no_collectives(world_size=2):
+    """A Recording as the recorder returns it from a loop that issued no collective."""
+    from labcore.live import recorder
+
+    frame = pd.DataFrame(columns=recorder._COLUMNS + ["issued_ns", "start_ns", "end_ns"])
+    scopes = pd.DataFrame(columns=["rank", "step", "name", "start_s", "end_s", "start_ns", "end_ns"])
+    steps = pd.DataFrame([dict(rank=r, step=0, start_s=0.0, end_s=0.5, start_ns=0, end_ns=500_000_000)
+                          for r in range(world_size)])
+    return recorder.Recording("quiet", world_size, "gloo", frame, scopes, steps, tuple(range(world_size)))
+
+
+def test_a_recording_without_collectives_replays_as_compute_only():
+    r = sim.replay(_no_collectives(), "nvswitch8")
+    assert r.collectives.empty and r.comm_s == 0
+    assert r.serial_s == pytest.approx(0.5) and r.overlap_s == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(world_size=np.int64(4)), None),
+    (dict(world_size=20000), "world_size must be a whole number of ranks from 1 to 16384"),
+    (dict(placement=3), "placement is a list of topology ranks"),
+    (dict(placement="01"), "placement is a list of topology ranks"),
+    (dict(placement=[0, 1.7]), "placement is a list of topology ranks"),
+    (dict(steps=[]), "steps names recorded steps by number"),
+    (dict(steps=0.5), "steps names recorded steps by number"),
+    (dict(steps="a"), "steps names recorded steps by number"),
+    (dict(compute_scale=np.float32(0.5)), None),
+    (dict(compute_scale=True), "compute_scale must be a finite number >= 0"),
+])
+def test_replay_checks_its_arguments_before_simulating(kwargs, message):
+    if message is None:
+        assert sim.replay(_no_collectives(), "nvswitch8", **kwargs).steps["compute_us"].iloc[0] > 0
+        return
+    with pytest.raises(ValueError, match=message):
+        sim.replay(_no_collectives(), "nvswitch8", **kwargs)
