@@ -176,3 +176,30 @@ def test_replay_checks_its_arguments_before_simulating(kwargs, message):
         return
     with pytest.raises(ValueError, match=message):
         sim.replay(_no_collectives(), "nvswitch8", **kwargs)
+
+
+@pytest.mark.parametrize("make,error,message", [
+    (lambda t: t.uniform(2.5), ValueError, "ranks must be a whole number of at least 1, got 2.5"),
+    (lambda t: t.uniform(4, gpus_per_node=0), ValueError, "gpus_per_node must be a whole number of at least 1"),
+    (lambda t: t.switch(0), ValueError, "ranks must be a whole number of at least 1"),
+    (lambda t: t.ring(0), ValueError, "ranks must be a whole number of at least 1"),
+    (lambda t: t.switch(4, bandwidth=0), ValueError, "a link's bandwidth must be a positive, finite number"),
+    (lambda t: t.ring(4, alpha=float("nan")), ValueError, "a link's latency must be a finite number"),
+    (lambda t: t.nvswitch(8, efficiency=-1), ValueError, "efficiency is the achievable fraction"),
+    (lambda t: t.nvswitch(8, efficiency=2), ValueError, "at most 1"),
+    (lambda t: t.multinode(2, 8, nic_efficiency=0), ValueError, "nic_efficiency is the achievable fraction"),
+    (lambda t: t.pcie(8, gpus_per_switch=0), ValueError, "gpus_per_switch must be a whole number"),
+    (lambda t: t.multinode(2.0, 8), ValueError, "nodes and gpus_per_node must be whole numbers"),
+    (lambda t: t.calibrated(None), TypeError, "calibrated takes a Calibration"),
+])
+def test_a_topology_that_cannot_carry_data_in_finite_time_is_refused(make, error, message):
+    with pytest.raises(error, match=message):
+        make(sim.topologies)
+
+
+def test_sim_sweep_takes_numpy_numbers_and_refuses_empty_axes():
+    assert len(sim.sweep("all_reduce", "ring", np.int64(4), np.float64(1024))) == 1
+    with pytest.raises(ValueError, match="sizes is empty"):
+        sim.sweep("all_reduce", "ring", 4, [])
+    with pytest.raises(TypeError, match="topology is a preset name"):
+        sim.sweep("all_reduce", "ring", 4, 1024, topology=5)
