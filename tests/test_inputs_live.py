@@ -28,3 +28,45 @@ def test_engine_cluster_refuses_before_starting_anything_and_leaves_no_folder(kw
         lc.EngineCluster(**kwargs)
     assert _children() <= before
     assert not glob.glob(os.path.join(tempfile.gettempdir(), f"labcore-{os.getpid()}-*"))
+
+
+class _Recorded:
+    """A stand-in cluster for the magic's own logic: it records what it is asked, runs nothing."""
+
+    world_size = 2
+
+    def __init__(self, timeout=300.0):
+        self.timeout = timeout
+        self.calls = []
+
+    def exec(self, code, timeout=None):
+        self.calls.append(("exec", timeout))
+        return [None, None]
+
+    def pull(self, name, timeout=None):
+        self.calls.append(("pull", timeout))
+        return [1, 2]
+
+
+def test_ranks_on_a_cluster_keeps_its_timeout_unless_told_otherwise():
+    from labcore.live import magic
+
+    cl = _Recorded(timeout=300.0)
+    ns = {"cl": cl}
+    magic.ranks("--on cl --out x", "x = rank", ns)
+    assert cl.timeout == 300.0 and cl.calls == [("exec", None), ("pull", None)]
+    magic.ranks("--on cl --timeout 5", "x = rank", ns)
+    assert cl.timeout == 300.0 and cl.calls[-1] == ("exec", 5.0)     # this cell only
+
+
+@pytest.mark.parametrize("line,message", [
+    ("2 --record class", "--record needs a Python name"),
+    ("2 --record dist", "would hide the ranks' 'dist'"),
+    ("2 --record rank", "would hide the ranks' 'rank'"),
+    ("2 --record rec --out rec", "would both fill 'rec'"),
+])
+def test_ranks_record_refuses_names_that_break_the_cell(line, message):
+    from labcore.live import magic
+
+    with pytest.raises(ValueError, match=message):
+        magic.parse_line(line)
