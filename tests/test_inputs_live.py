@@ -70,3 +70,33 @@ def test_ranks_record_refuses_names_that_break_the_cell(line, message):
 
     with pytest.raises(ValueError, match=message):
         magic.parse_line(line)
+
+
+class _FlightStandIn:
+    """Answers flight.record's checks; its call notes the dump folder and fails as a dead rank would."""
+
+    env = {"TORCH_FR_BUFFER_SIZE": "1000"}
+    timeout = 5.0
+    world_size = 2
+
+    def call(self, fn, args, timeout=None):
+        from labcore.live.errors import ClusterError
+
+        self.folder = args[3]
+        assert os.path.isdir(self.folder)
+        raise ClusterError("rank 1 died")
+
+
+def test_flight_record_checks_its_function_and_keeps_dumps_where_a_sweep_finds_them():
+    from labcore.live import flight
+
+    with pytest.raises(TypeError, match="needs the function to run on every rank"):
+        flight.record(_FlightStandIn(), 5)
+    with pytest.raises(TypeError, match="runs on a cluster"):
+        flight.record(None, print)
+    stand_in = _FlightStandIn()
+    result = flight.record(stand_in, print)
+    assert str(result.error) == "rank 1 died" and result.missing == [0, 1]
+    # in a run folder of this process (swept by the next cluster if the notebook is killed), gone now
+    assert os.path.basename(stand_in.folder).startswith(f"labcore-{os.getpid()}-")
+    assert not os.path.exists(stand_in.folder)
