@@ -17,6 +17,10 @@ def _children():
     (dict(engines=2, launcher="foo"), "launcher must name one of ipyparallel's engine launchers"),
     (dict(engines=2, launcher=5), "launcher must name one of ipyparallel's engine launchers"),
     (dict(engines=2, launcher="no.such.Launcher"), "ipyparallel refused these cluster options"),
+    (dict(engines=2, env={"NCCL_DEBUG=INFO": "1"}), "cannot be one"),
+    (dict(engines=2, env={"": "1"}), "cannot be one"),
+    (dict(engines=2, env={"A": "x\0y"}), "holds a NUL character"),
+    (dict(engines=2, output_limit=10 ** 13), "output_limit must be a number of bytes"),
 ])
 def test_engine_cluster_refuses_before_starting_anything_and_leaves_no_folder(kwargs, message, monkeypatch):
     pytest.importorskip("ipyparallel")
@@ -100,3 +104,16 @@ def test_flight_record_checks_its_function_and_keeps_dumps_where_a_sweep_finds_t
     # in a run folder of this process (swept by the next cluster if the notebook is killed), gone now
     assert os.path.basename(stand_in.folder).startswith(f"labcore-{os.getpid()}-")
     assert not os.path.exists(stand_in.folder)
+
+
+def test_env_and_output_limit_checks_name_the_entry():
+    from labcore.live.settings import MAX_OUTPUT_LIMIT, check_env, check_output_limit
+
+    assert check_env(None) == {} and check_env({"NCCL_ALGO": "Ring"}) == {"NCCL_ALGO": "Ring"}
+    for env, error in ((["A=1"], TypeError), ({"A": 1}, TypeError), ({"A B": "1"}, ValueError)):
+        with pytest.raises(error):
+            check_env(env)
+    assert check_output_limit(MAX_OUTPUT_LIMIT) == MAX_OUTPUT_LIMIT
+    for limit in (1, MAX_OUTPUT_LIMIT + 1, 2.5, True):
+        with pytest.raises(ValueError, match="output_limit must be a number of bytes"):
+            check_output_limit(limit)

@@ -38,6 +38,7 @@ import cloudpickle
 from labcore.live import engine_rank, hang, scratch, source
 from labcore.live.cluster import Cluster, check_timeout
 from labcore.live.errors import ClusterError, CollectiveTimeout, HangReport, RankDied, RankError
+from labcore.live.settings import check_env, check_output_limit
 from labcore.live.sysinfo import LIMIT_ENV, check_world_size
 
 _ERROR_GRACE_S = 1.0        # how long other ranks get to report after one raised
@@ -141,11 +142,8 @@ class EngineCluster:
             raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', not {backend!r}")
         self._timeout = check_timeout(timeout)
         self._start_timeout = check_timeout(start_timeout, "start_timeout")
-        if isinstance(output_limit, bool) or not isinstance(output_limit, int) or output_limit < 2:
-            raise ValueError(f"output_limit must be a number of bytes (an int of at least 2), not {output_limit!r}")
-        env = dict(env or {})
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-            raise TypeError("env must map variable names to string values, e.g. {'NCCL_DEBUG': 'INFO'}")
+        check_output_limit(output_limit)
+        env = check_env(env)
         if isinstance(engines, bool) or not isinstance(engines, (int, ipp.Cluster, ipp.Client)):
             raise TypeError("engines must be a number of engines to start, an ipyparallel.Cluster or an "
                             f"ipyparallel.Client, not {type(engines).__name__}")
