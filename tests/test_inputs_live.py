@@ -117,3 +117,12 @@ def test_env_and_output_limit_checks_name_the_entry():
     for limit in (1, MAX_OUTPUT_LIMIT + 1, 2.5, True):
         with pytest.raises(ValueError, match="output_limit must be a number of bytes"):
             check_output_limit(limit)
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage", b"\x80\x04]\x94."])   # empty, cut short, a list
+def test_flight_analyze_names_a_dump_it_cannot_read(tmp_path, content):
+    from labcore.live import flight
+
+    (tmp_path / f"{flight.PREFIX}0").write_bytes(content)
+    with pytest.raises(ValueError, match=f"{flight.PREFIX}0 is not a readable flight-recorder dump"):
+        flight.analyze(str(tmp_path), 2)

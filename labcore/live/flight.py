@@ -280,8 +280,12 @@ def analyze(folder: str, world_size: int) -> FlightAnalysis:
              if f.startswith(PREFIX) and f[len(PREFIX):].isdigit()}
     last = {}
     for rank, path in files.items():
-        with open(path, "rb") as f:
-            entry = _last_entered(pickle.load(f))
+        try:
+            with open(path, "rb") as f:
+                entry = _last_entered(pickle.load(f))
+        except (pickle.UnpicklingError, EOFError, KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(f"{path} is not a readable flight-recorder dump ({type(exc).__name__}: {exc}); "
+                             "remove it, or dump again") from None
         if entry is not None:
             last[rank] = entry
     missing = [r for r in range(world_size) if r not in files]

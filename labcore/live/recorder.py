@@ -168,8 +168,9 @@ def _start_profiler() -> None:
     from torch._C._profiler import ProfilerActivity, RecordScope
 
     if _profiler_enabled():
-        raise RuntimeError("a torch profiler is already running on this rank; the recorder uses the "
-                           "profiler too: stop yours (or record outside it) and try again")
+        raise RuntimeError("a torch profiler, or another record() block, is already running on this rank; "
+                           "the recorder uses the profiler too, so record() blocks do not nest: end that one "
+                           "first (or record outside it) and try again")
     activities = {ProfilerActivity.CPU}
     with _quiet_stderr():
         _prepare_profiler(_profiler_config(), activities)
