@@ -130,3 +130,20 @@ def test_read_nccl_tests_names_what_it_was_given_instead_of_crashing(tmp_path):
     for ranks in (0, -3, "x", 2.5):
         with pytest.raises(ValueError, match="ranks must be the whole number of ranks"):
             read_nccl_tests(NCCL_TESTS, ranks=ranks)
+
+
+def test_json_onto_its_own_baseline_is_refused(tmp_path, capfd):
+    good = _baseline(tmp_path, "good")
+    _refused(RUN + ["--baseline", str(good), "--json", str(good)], "would overwrite its own baseline", capfd)
+
+
+def test_a_sweep_that_cannot_be_saved_after_measuring_says_so_in_one_line(tmp_path, capfd, monkeypatch):
+    def disk_full(df, path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("labcore.live.bench.baseline.save_baseline", disk_full)
+    assert _status(["all_reduce", "-g", "2", "-b", "8", "-e", "8", "-n", "1", "-w", "0",
+                    "--json", str(tmp_path / "sweep.json")]) == 2
+    out, err = capfd.readouterr()
+    assert "could not save the sweep to" in err and "No space left on device" in err and "Traceback" not in err
+    assert "# Out of bounds values" in out      # the table was printed before

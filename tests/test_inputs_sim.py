@@ -203,3 +203,23 @@ def test_sim_sweep_takes_numpy_numbers_and_refuses_empty_axes():
         sim.sweep("all_reduce", "ring", 4, [])
     with pytest.raises(TypeError, match="topology is a preset name"):
         sim.sweep("all_reduce", "ring", 4, 1024, topology=5)
+
+
+def test_sim_cli_into_a_closed_pipe_ends_quietly():
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "labcore", "sim", "all_reduce", "-n", "4", "-b", "8", "-e", "1G"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()                    # the reader is gone before the first line (`| head -0`)
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 141 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_sim_cli_auto_sweep_picks_per_size_and_size_with_a_sweep_is_refused(capfd):
+    assert _status(["all_reduce", "--algo", "auto", "-n", "8", "-b", "8", "-e", "1G", "-f", "1024",
+                    "--topology", "nvswitch8"]) == 0
+    rows = [line.split() for line in capfd.readouterr().out.splitlines() if line[:1] == " "][1:]
+    assert [r[-1] for r in rows] == ["ring", "ring", "nvls"]      # NCCL's pick changes with the size
+    assert _status(["all_reduce", "--size", "1M", "-e", "1G"]) == 2
+    assert "give --size (one size) or -b/-e (a sweep), not both" in capfd.readouterr().err

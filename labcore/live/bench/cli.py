@@ -28,6 +28,7 @@ import signal
 import sys
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 
 import pandas as pd
 
@@ -160,6 +161,9 @@ def _check_files(args, spec, nranks, sizes) -> pd.DataFrame | None:
         checks.check_writable(args.json)
     if not args.baseline:
         return None
+    if args.json and Path(args.json).resolve() == Path(args.baseline).resolve():
+        raise ValueError(f"--json and --baseline both name {args.baseline}: the run would overwrite its own "
+                         "baseline; save this run to another file")
     base = _baseline.load_baseline(args.baseline)
     itemsize = dtype_of(spec["dtype"])[1].itemsize
     stats.check_comparable(base, _planned(spec, nranks, itemsize, sizes), args.baseline,
@@ -243,7 +247,11 @@ def _finish(args, df, spec, nranks, backend, base, say) -> int:
                               repeats=args.run_cycles)
     say(*footer_lines(df))
     if args.json:
-        _baseline.save_baseline(df, args.json)
+        try:
+            _baseline.save_baseline(df, args.json)
+        except OSError as exc:
+            raise ValueError(f"could not save the sweep to {args.json} ({exc.strerror}); the table above holds "
+                             "its results: rerun with --json in a folder you can write to") from None
         say(f"# saved the sweep ({args.run_cycles} repeat(s)) to {args.json}")
     failed = bool(spec["check"]) and int(df.loc[df["wrong"] > 0, "wrong"].sum()) > 0
     if base is None:
