@@ -92,6 +92,8 @@ class _NoCluster:
     (dict(dtype="int32", redop="avg"), ValueError, "gloo cannot average int32"),
     (dict(step=0, max_bytes=64), ValueError, "step (-i) must be a positive number of bytes"),
     (dict(op="barrier", min_bytes=-5), ValueError, "size -5 must be a finite, non-negative number"),
+    (dict(env={"NCCL_DEBUG=INFO": "1"}), ValueError, "cannot be one"),
+    (dict(env=["NCCL_DEBUG=INFO"]), TypeError, "env must map variable names to string values"),
 ])
 def test_sweep_checks_every_argument_before_a_rank_starts(monkeypatch, kwargs, error, message):
     import labcore.live.cluster
@@ -147,3 +149,9 @@ def test_a_sweep_that_cannot_be_saved_after_measuring_says_so_in_one_line(tmp_pa
     out, err = capfd.readouterr()
     assert "could not save the sweep to" in err and "No space left on device" in err and "Traceback" not in err
     assert "# Out of bounds values" in out      # the table was printed before
+
+
+def test_a_torchrun_world_size_that_is_not_a_number_is_named(capfd, monkeypatch):
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "1")
+    monkeypatch.setenv("WORLD_SIZE", "abc")
+    _refused(["all_reduce"], "WORLD_SIZE is 'abc', not a number of ranks", capfd)

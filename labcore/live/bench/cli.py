@@ -120,7 +120,10 @@ def _spec(args) -> dict:
 def _planned_ranks(args) -> int:
     """The number of ranks this run will have, known before any rank starts."""
     if _under_torchrun():
-        return checks.check_ranks(int(os.environ.get("WORLD_SIZE", "1")), "WORLD_SIZE")
+        text = os.environ.get("WORLD_SIZE", "1")
+        if not text.strip().isdigit():
+            raise ValueError(f"WORLD_SIZE is {text!r}, not a number of ranks: launch with torchrun, which sets it")
+        return checks.check_ranks(int(text), "WORLD_SIZE")
     if args.ngpus is not None:
         return checks.check_ranks(args.ngpus, "-g")
     from labcore.live.sysinfo import gpu_count

@@ -22,6 +22,7 @@ from labcore.live.bench import checks, memory
 from labcore.live.bench import ops as _ops
 from labcore.live.bench.harness import PLACEMENTS, measure
 from labcore.live.bench.units import dtype_of, parse_size, size_steps
+from labcore.live.settings import check_env
 
 COLUMNS = ["op", "size", "count", "type", "redop", "root", "ranks", "backend", "placement",
            "time_us", "algbw", "busbw", "wrong", "note", "median_us", "repeat", "wrong_ranks"]
@@ -167,6 +168,7 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
     cluster = nranks if owned else cluster
     name, torch_dtype, placements = _validate(op, nranks, dtype, redop, root, warmup, iters, placements,
                                               repeats, slowdown, check, corrupt, timeout)
+    env = check_env(env)
     # Checked now, before any rank starts: what the backend can run, the sizes and, for ranks
     # this call starts on the CPU, their memory (the ranks of a given cluster say how much they have).
     backend = choose_backend(nranks, "auto") if owned else getattr(cluster, "backend", None)
