@@ -136,7 +136,7 @@ def _validate(args) -> tuple[dict, int, list[int]]:
     """Check every input but the files before a rank starts: (spec, ranks, requested sizes)."""
     if args.stepfactor is not None and args.stepbytes is not None:
         raise ValueError("give -f (sizes multiply) or -i (sizes add), not both")
-    if args.stepfactor is None:
+    if args.stepfactor is None and args.stepbytes is None:
         args.stepfactor = 2.0
     spec = _spec(args)
     nranks = _planned_ranks(args)
