@@ -155,3 +155,30 @@ def test_a_torchrun_world_size_that_is_not_a_number_is_named(capfd, monkeypatch)
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "1")
     monkeypatch.setenv("WORLD_SIZE", "abc")
     _refused(["all_reduce"], "WORLD_SIZE is 'abc', not a number of ranks", capfd)
+
+
+def _recorded(run):
+    import pandas as pd
+
+    rows = json.loads(RECORDED.read_text())["rows"]
+    return pd.DataFrame([r for r in rows if (r["run"] == "baseline") == (run == "baseline")])
+
+
+def test_the_gate_functions_name_what_they_cannot_compare(tmp_path):
+    from labcore import bench
+
+    base, now = _recorded("baseline"), _recorded("rerun")
+    assert bench.compare(base, now, min_bytes="32K").attrs["verdict"] == \
+        bench.compare(base, now, min_bytes=32768).attrs["verdict"]
+    for call, error, message in (
+            (lambda: bench.compare(base, now.iloc[:0]), ValueError, "this run has no rows"),
+            (lambda: bench.compare(None, now), TypeError, "must be a sweep DataFrame"),
+            (lambda: bench.compare(base, now[["size", "time_us"]]), ValueError, r"lacks the columns \['busbw'\]"),
+            (lambda: bench.compare(base, now, time="mean_us"), ValueError, "time is the column of times"),
+            (lambda: bench.compare(base, now, min_bytes=float("nan")), ValueError, "finite, non-negative"),
+            (lambda: bench.summarize(base, time="foo"), ValueError, "time is the column of times"),
+            (lambda: bench.summarize(base, level=1.5), ValueError, "level is a confidence level"),
+            (lambda: bench.summarize([1, 2]), TypeError, "must be a sweep DataFrame"),
+            (lambda: bench.save_baseline(base, tmp_path), ValueError, "it is a folder")):
+        with pytest.raises(error, match=message):
+            call()

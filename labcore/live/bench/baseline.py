@@ -33,6 +33,8 @@ NEEDED = ["op", "size", "type", "placement", "time_us", "busbw"]
 def save_baseline(df: pd.DataFrame, path) -> Path:
     """Write a sweep (every row and repeat, and its parameters) to a JSON file; returns the path."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"cannot save to {path}: it is a folder; give a file name such as {path / 'sweep.json'}")
     params = df.attrs.get("params", {})
     doc = {"format": FORMAT, "params": json.loads(json.dumps(params, default=str)),
            "rows": json.loads(df.to_json(orient="records"))}
