@@ -126,3 +126,11 @@ def test_flight_analyze_names_a_dump_it_cannot_read(tmp_path, content):
     (tmp_path / f"{flight.PREFIX}0").write_bytes(content)
     with pytest.raises(ValueError, match=f"{flight.PREFIX}0 is not a readable flight-recorder dump"):
         flight.analyze(str(tmp_path), 2)
+
+
+@pytest.mark.parametrize("n", [0, -1, "a", 1.5, True])
+def test_has_gpus_asks_for_a_whole_number_of_gpus(n):
+    import labcore as lc
+
+    with pytest.raises(ValueError, match="has_gpus"):
+        lc.live.has_gpus(n)
