@@ -67,11 +67,11 @@ def _time_column(df: pd.DataFrame, time: str) -> str:
     return "time_us"
 
 
-def _check_frame(df, what: str) -> None:
+def _check_frame(df, what: str, needs=("size", "busbw")) -> None:
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"{what} must be a sweep DataFrame (labcore.bench.sweep, read_nccl_tests or "
                         f"load_baseline), not {type(df).__name__}")
-    missing = [c for c in ("size", "busbw") if c not in df]
+    missing = [c for c in needs if c not in df]
     if missing:
         raise ValueError(f"{what} lacks the columns {missing}: pass labcore.bench.sweep's output")
     if df.empty:
@@ -181,8 +181,8 @@ def check_comparable(baseline: pd.DataFrame, current: pd.DataFrame, name: str = 
                      min_bytes: int = 0) -> None:
     """Refuse a baseline of another collective, dtype, reduction or rank count, or one that shares
     no (size, placement) with ``current`` at ``min_bytes`` or more."""
-    _check_frame(baseline, name)
-    _check_frame(current, "this run")
+    _check_frame(baseline, name, ("size",))
+    _check_frame(current, "this run", ("size",))   # a run's plan, before it has measured, will do
     for col, what in MATCHED:
         if col in baseline and col in current:
             have, want = set(baseline[col].astype(str)), set(current[col].astype(str))
@@ -250,6 +250,8 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, tolerance: float = 0.
     from labcore.live.bench.units import parse_size
 
     min_bytes = parse_size(min_bytes)
+    _check_frame(baseline, name)
+    _check_frame(current, "this run")
     check_comparable(baseline, current, name, min_bytes)
     cur = current[current["size"] >= min_bytes]
     keys = [k for k in KEYS if k in baseline and k in cur]
