@@ -1,6 +1,8 @@
 """``python -m labcore {bench,sim} ...``: the lab's command line."""
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
 _USAGE = """usage: python -m labcore {bench,sim} ...
@@ -24,7 +26,14 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"unknown command {command!r}\n\n{_USAGE}", file=sys.stderr)
         return 2
-    return int(run(rest) or 0)
+    try:
+        code = int(run(rest) or 0)
+        sys.stdout.flush()          # inside the try: a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        # the reader went away (`... | head`): say nothing more, as a shell command would
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

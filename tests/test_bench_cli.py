@@ -147,8 +147,11 @@ def test_a_baseline_that_does_not_fit_the_run_is_an_error_naming_it(tmp_path, ca
 
 
 def test_a_failing_rank_exits_1_with_its_message(capsys):
-    assert main(["all_reduce", *FAST, "-g", "2", "-o", "avg", "-d", "int32"]) == 1
-    assert "gloo cannot average int32" in capsys.readouterr().err
+    # a million calls cannot finish within a second: the ranks are reported stuck
+    assert main(["all_reduce", "-g", "2", "-b", "8", "-e", "8", "-n", "1000000", "-w", "0",
+                 "--timeout", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("labcore bench: the ranks failed:") and "after 1 s" in err
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

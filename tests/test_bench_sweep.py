@@ -115,9 +115,9 @@ def test_bad_requests_fail_clearly_before_running(two):
     for ranks in (0, -2, 100000):
         with pytest.raises(ValueError, match="world_size"):
             lc.bench.sweep(ranks, "all_reduce", **SMALL)  # refused before any rank starts
-    with pytest.raises(lc.RankError, match="gloo cannot average int32"):
+    with pytest.raises(ValueError, match="gloo cannot average int32"):
         lc.bench.sweep(two, "all_reduce", redop="avg", dtype="int32", **SMALL)
-    assert lc.bench.sweep(two, "all_reduce", **SMALL)["wrong"].eq(0).all()  # the cluster recovered
+    assert lc.bench.sweep(two, "all_reduce", **SMALL)["wrong"].eq(0).all()  # nothing had run
 
 
 def three_ranks_stub():

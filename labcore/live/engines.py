@@ -38,6 +38,8 @@ import cloudpickle
 from labcore.live import engine_rank, hang, scratch, source
 from labcore.live.cluster import Cluster, check_timeout
 from labcore.live.errors import ClusterError, CollectiveTimeout, HangReport, RankDied, RankError
+from labcore.live.settings import check_env, check_output_limit
+from labcore.live.sysinfo import LIMIT_ENV, check_world_size
 
 _ERROR_GRACE_S = 1.0        # how long other ranks get to report after one raised
 _DUMP_WAIT_S = 2.0          # how long past the deadline the stuck ranks' stacks may take to arrive
@@ -56,6 +58,18 @@ def _check_interface_here(interface) -> None:
     names = sorted(psutil.net_if_addrs())
     if interface not in names:
         raise ValueError(f"this machine has no network interface {interface!r}; it has {', '.join(names)}")
+
+
+def _check_launcher(launcher) -> None:
+    """A launcher ipyparallel knows: one of its entry points' names, a launcher class or a dotted path."""
+    if isinstance(launcher, type) or (isinstance(launcher, str) and "." in launcher):
+        return
+    from importlib.metadata import entry_points
+
+    names = sorted(e.name for e in entry_points(group="ipyparallel.engine_launchers"))
+    if not isinstance(launcher, str) or launcher.lower() not in names:
+        raise ValueError(f"launcher must name one of ipyparallel's engine launchers ({', '.join(names)}), "
+                         f"not {launcher!r}")
 
 
 def _stop_owned(state: dict) -> None:
@@ -128,11 +142,8 @@ class EngineCluster:
             raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', not {backend!r}")
         self._timeout = check_timeout(timeout)
         self._start_timeout = check_timeout(start_timeout, "start_timeout")
-        if isinstance(output_limit, bool) or not isinstance(output_limit, int) or output_limit < 2:
-            raise ValueError(f"output_limit must be a number of bytes (an int of at least 2), not {output_limit!r}")
-        env = dict(env or {})
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-            raise TypeError("env must map variable names to string values, e.g. {'NCCL_DEBUG': 'INFO'}")
+        check_output_limit(output_limit)
+        env = check_env(env)
         if isinstance(engines, bool) or not isinstance(engines, (int, ipp.Cluster, ipp.Client)):
             raise TypeError("engines must be a number of engines to start, an ipyparallel.Cluster or an "
                             f"ipyparallel.Client, not {type(engines).__name__}")
@@ -140,8 +151,13 @@ class EngineCluster:
             raise ValueError(f"engines must be at least 1, not {engines}")
         if not isinstance(interface, str) or not interface:
             raise ValueError(f"interface must name a network interface (e.g. 'lo', 'eth0', 'ib0'), not {interface!r}")
+        if isinstance(engines, int):
+            _check_launcher(launcher)
         if isinstance(engines, int) and launcher == "local":
             _check_interface_here(interface)
+            # local engines are processes on this machine, held to the limit a Cluster has
+            check_world_size(engines, "nccl" if backend == "nccl" else "gloo",
+                             override=f"{LIMIT_ENV}={engines} in the environment")
         self.interface = interface
         self.env = env
         self.show_output = show_output
@@ -188,7 +204,12 @@ class EngineCluster:
 
         run_dir = scratch.make_run_dir()   # the profile: connection files and logs go when we go
         options.setdefault("log_level", logging.WARNING)
-        self._ipp = ipp.Cluster(n=n, engines=launcher, profile_dir=run_dir, delay=0.1, **options)
+        try:
+            self._ipp = ipp.Cluster(n=n, engines=launcher, profile_dir=run_dir, delay=0.1, **options)
+        except Exception as exc:
+            scratch.remove(run_dir)
+            raise ValueError(f"ipyparallel refused these cluster options ({type(exc).__name__}: {exc}); "
+                             "check launcher= and the keyword arguments passed on to ipp.Cluster") from None
         self._client = None
         self._owned = {"cluster": self._ipp, "run_dir": run_dir}
         self._finalizer = weakref.finalize(self, _stop_owned, self._owned)

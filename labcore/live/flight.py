@@ -14,7 +14,8 @@ empty, which fr_trace needs to know which ranks belong to which group. So
 dumps the buffer once the call has run ``dump_after_s`` (and again whenever it
 changes, and at the end), with the group table filled in from
 ``torch.distributed``; then it runs torch's analyzer on the dumps. The dumps live
-in a temporary folder that is removed before :func:`record` returns.
+in a run folder of the notebook (``labcore-<pid>-*``) that is removed before :func:`record`
+returns, or by the next cluster's sweep if the notebook died.
 
 Example
 -------
@@ -33,12 +34,11 @@ import logging
 import math
 import os
 import pickle
-import shutil
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 
+from labcore.live import scratch
 from labcore.live.errors import ClusterError
 
 __all__ = ["ENV", "PREFIX", "FlightAnalysis", "record", "analyze", "dump"]
@@ -280,8 +280,12 @@ def analyze(folder: str, world_size: int) -> FlightAnalysis:
              if f.startswith(PREFIX) and f[len(PREFIX):].isdigit()}
     last = {}
     for rank, path in files.items():
-        with open(path, "rb") as f:
-            entry = _last_entered(pickle.load(f))
+        try:
+            with open(path, "rb") as f:
+                entry = _last_entered(pickle.load(f))
+        except (pickle.UnpicklingError, EOFError, KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(f"{path} is not a readable flight-recorder dump ({type(exc).__name__}: {exc}); "
+                             "remove it, or dump again") from None
         if entry is not None:
             last[rank] = entry
     missing = [r for r in range(world_size) if r not in files]
@@ -345,6 +349,10 @@ def record(cluster, fn, *args, dump_after_s: float = 0.5, timeout: float | None 
         With ``error`` set to what the call raised (a hang, a dead rank, ...):
         a failing call is what the recorder is for, so it is not re-raised.
     """
+    if not callable(getattr(cluster, "call", None)):
+        raise TypeError(f"flight.record runs on a cluster (lc.Cluster(n, env=flight.ENV)), not {type(cluster).__name__}")
+    if not callable(fn):
+        raise TypeError(f"flight.record needs the function to run on every rank, not {type(fn).__name__}")
     env_size = getattr(cluster, "env", {}).get("TORCH_FR_BUFFER_SIZE", "")
     if not env_size.isdigit() or int(env_size) < 1:
         raise ValueError("the flight recorder needs TORCH_FR_BUFFER_SIZE on the ranks: create the "
@@ -357,7 +365,8 @@ def record(cluster, fn, *args, dump_after_s: float = 0.5, timeout: float | None 
     if dump_after_s >= call_timeout:
         raise ValueError(f"dump_after_s ({dump_after_s:g} s) must be shorter than the call's timeout "
                          f"({call_timeout:g} s), or stuck ranks are killed before they dump")
-    folder = tempfile.mkdtemp(prefix="flight-recorder-")
+    # A run folder of this process: if the notebook is killed mid-call, the next cluster sweeps it.
+    folder = scratch.make_run_dir()
     start = time.monotonic()
     try:
         error = None
@@ -367,7 +376,7 @@ def record(cluster, fn, *args, dump_after_s: float = 0.5, timeout: float | None 
             error = exc
         result = analyze(folder, cluster.world_size)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        scratch.remove(folder)
     result.error = error
     result.elapsed_s = time.monotonic() - start
     return result

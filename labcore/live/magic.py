@@ -26,9 +26,10 @@ import sys
 from labcore.live.cluster import Cluster, check_timeout
 
 _clusters: dict[tuple[int, str], Cluster] = {}
+DEFAULT_TIMEOUT_S = 60.0
 
 
-def get_cluster(world_size: int, backend: str = "auto", timeout: float = 60.0) -> Cluster:
+def get_cluster(world_size: int, backend: str = "auto", timeout: float = DEFAULT_TIMEOUT_S) -> Cluster:
     """The cluster ``%%ranks`` uses for this size and backend, started on first use."""
     key = (world_size, backend)
     cluster = _clusters.get(key)
@@ -59,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--on", metavar="CLUSTER",
                    help="run on this notebook variable's cluster (e.g. one on ipyparallel engines)")
     p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
-    p.add_argument("--timeout", type=_seconds, default=60.0, help="seconds before a hang report")
+    p.add_argument("--timeout", type=_seconds, default=None,
+                   help=f"seconds before a hang report (default {DEFAULT_TIMEOUT_S:g}; with --on, the cluster's own)")
     p.add_argument("--out", action="append", default=[], metavar="NAME",
                    help="copy NAME from every rank into the notebook (a list in rank order)")
     p.add_argument("--record", metavar="NAME", help="record the cell's collectives into NAME (a Recording)")
@@ -85,8 +87,16 @@ def parse_line(line: str) -> argparse.Namespace:
         raise _UsageError("%%ranks needs the number of ranks (e.g. %%ranks 4) or a cluster (%%ranks --on cl)")
     if args.world_size is not None and args.world_size < 1:
         raise _UsageError(f"%%ranks needs at least 1 rank, got {args.world_size}")
-    if args.record is not None and not args.record.isidentifier():
-        raise _UsageError(f"%%ranks: --record needs a Python name for the recording, not {args.record!r}")
+    if args.record is not None:
+        from labcore.live.recorder import check_recording_name
+
+        try:
+            check_recording_name(args.record)
+        except ValueError as exc:
+            raise _UsageError(f"%%ranks: {exc}") from None
+        if args.record in args.out:
+            raise _UsageError(f"%%ranks: --record {args.record} and --out {args.record} would both fill "
+                              f"{args.record!r}; give the recording another name")
     return args
 
 
@@ -101,22 +111,23 @@ def ranks(line: str, cell: str, user_ns: dict | None = None) -> None:
         if args.world_size not in (None, cluster.world_size):
             raise _UsageError(f"%%ranks {args.world_size} --on {args.on}: that cluster has "
                               f"{cluster.world_size} ranks")
-        cluster.timeout = args.timeout
+        timeout = args.timeout           # None: the cluster's own, left as its owner set it
     else:
-        cluster = get_cluster(args.world_size, args.backend, args.timeout)
+        timeout = DEFAULT_TIMEOUT_S if args.timeout is None else args.timeout
+        cluster = get_cluster(args.world_size, args.backend, timeout)
     if args.record:
         from labcore.live.recorder import record_cell
 
-        values, recording = record_cell(cluster, args.record, cell)
+        values, recording = record_cell(cluster, args.record, cell, timeout)
         if user_ns is not None:
             user_ns[args.record] = recording
     else:
-        values = cluster.exec(cell)
+        values = cluster.exec(cell, timeout=timeout)
     for rank, value in enumerate(values):
         if value is not None:
             print(f"Out[rank {rank}]: {value}")
     for name in args.out:
-        pulled = cluster.pull(name)
+        pulled = cluster.pull(name, timeout=timeout)
         if user_ns is not None:
             user_ns[name] = pulled
     sys.stdout.flush()

@@ -168,8 +168,9 @@ def _start_profiler() -> None:
     from torch._C._profiler import ProfilerActivity, RecordScope
 
     if _profiler_enabled():
-        raise RuntimeError("a torch profiler is already running on this rank; the recorder uses the "
-                           "profiler too: stop yours (or record outside it) and try again")
+        raise RuntimeError("a torch profiler, or another record() block, is already running on this rank; "
+                           "the recorder uses the profiler too, so record() blocks do not nest: end that one "
+                           "first (or record outside it) and try again")
     activities = {ProfilerActivity.CPU}
     with _quiet_stderr():
         _prepare_profiler(_profiler_config(), activities)
@@ -526,21 +527,37 @@ def combine(recordings) -> Recording:
     return out
 
 
-def record_cell(cluster, name: str, cell: str):
+# Names every %%ranks cell finds defined on the ranks, and the recorder's own import.
+_CELL_NAMES = ("torch", "dist", "rank", "world_size", "device", "_labcore_recorder")
+
+
+def check_recording_name(name) -> str:
+    """``name`` if the recording can be bound to it on the ranks without hiding what a cell uses."""
+    import keyword
+
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+        raise ValueError(f"--record needs a Python name for the recording, not {name!r}")
+    if name in _CELL_NAMES:
+        raise ValueError(f"--record {name} would hide the ranks' {name!r}, which cells use; choose another "
+                         "name such as rec")
+    return name
+
+
+def record_cell(cluster, name: str, cell: str, timeout: float | None = None):
     """Run a ``%%ranks`` cell under a recorder called ``name``; return (the cell's values, Recording).
 
     On the ranks the cell sees ``name`` as the :class:`Recorder` (``with name.step(): ...``);
     the recorder is closed even when the cell raises, as long as the ranks survive it.
+    ``timeout`` is each call's (default: the cluster's).
     """
-    if not name.isidentifier():
-        raise ValueError(f"--record needs a Python name for the recording, not {name!r}")
+    check_recording_name(name)
     cluster.exec(f"import labcore.live.recorder as _labcore_recorder\n"
-                 f"{name} = _labcore_recorder.record({name!r}).__enter__()")
+                 f"{name} = _labcore_recorder.record({name!r}).__enter__()", timeout=timeout)
     try:
-        values = cluster.exec(cell)
+        values = cluster.exec(cell, timeout=timeout)
     except BaseException:
         with contextlib.suppress(Exception):
-            cluster.exec(f"{name}.__exit__(None, None, None)")
+            cluster.exec(f"{name}.__exit__(None, None, None)", timeout=timeout)
         raise
-    cluster.exec(f"{name}.__exit__(None, None, None)")
-    return values, combine(cluster.pull(name))
+    cluster.exec(f"{name}.__exit__(None, None, None)", timeout=timeout)
+    return values, combine(cluster.pull(name, timeout=timeout))

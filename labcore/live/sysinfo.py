@@ -29,6 +29,8 @@ def has_gpus(n: int = 1) -> bool:
     """
     import torch.distributed as dist
 
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"has_gpus(n) asks for a whole number of GPUs, 1 or more, not {n!r}")
     return dist.is_available() and dist.is_nccl_available() and gpu_count() >= n
 
 

@@ -20,12 +20,16 @@ import inspect
 import math
 import numbers
 
+import numpy as np
+
 from labcore.sim import cost, engine, topologies, tuner
 from labcore.sim.calibration import Calibration, calibrate
+from labcore.sim.collectives import REDUCE_OPS
 from labcore.sim.engine import run
 from labcore.sim.replays import Replay, replay
 from labcore.sim.schedules import ALGORITHMS, build
 from labcore.sim.sweeps import sweep
+from labcore.sim.topology import Topology
 from labcore.sim.trace import Layout, Schedule, ScheduleError, Trace, Transfer
 
 # NCCL's algorithms, as the simulator plays them, that algorithm="best" chooses from
@@ -72,6 +76,8 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
     (8, 'Simple', 364)
     """
     _check(op, algorithm, ranks, nbytes, elements, options)
+    _check_run(reduce_op, values, contention, seed, topology)
+    ranks = int(ranks)
     if topology is None:
         topo = topologies.uniform(ranks)
     elif isinstance(topology, str):
@@ -123,10 +129,27 @@ def _check(op, algorithm, ranks, nbytes, elements, options) -> None:
         raise ValueError(f"nbytes must be a finite number of bytes, 0 or more, got {nbytes!r}")
     if isinstance(elements, bool) or not isinstance(elements, numbers.Integral) or elements < 1:
         raise ValueError(f"elements must be a whole number of at least 1, got {elements!r}")
+    root = options.get("root")
+    if root is not None and (isinstance(root, bool) or not isinstance(root, numbers.Integral)):
+        raise ValueError(f"root must be a whole rank number, not {root!r}")
     for name, most in (("pipeline", MAX_PIPELINE), ("channels", MAX_CHANNELS), ("gpus_per_node", MAX_RANKS)):
         v = options.get(name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 1 <= v <= most):
             raise ValueError(f"{name} must be a whole number from 1 to {most}, got {v!r}")
+
+
+def _check_run(reduce_op, values, contention, seed, topology) -> None:
+    """Refuse what the run itself takes, before any schedule is built."""
+    if reduce_op not in REDUCE_OPS:
+        raise ValueError(f"unknown reduce_op {reduce_op!r}; choose one of {', '.join(REDUCE_OPS)}")
+    for name, flag in (("values", values), ("contention", contention)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False, not {flag!r}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed must be a whole number >= 0, not {seed!r}")
+    if topology is not None and not isinstance(topology, (str, Topology)):
+        raise TypeError(f"topology must be a preset name such as 'nvswitch8' or a topology from "
+                        f"labcore.sim.topologies, not {type(topology).__name__}")
 
 
 def _check_size(op, algo, ranks, opts) -> None:
@@ -160,6 +183,11 @@ def _protocols(topo, algorithm, protocol) -> list:
     usable = [name for name, p in topo.protocols.items() if not p.algorithms or algorithm in p.algorithms]
     if protocol == "auto":
         return usable or [None]
+    named = {name.lower(): name for name in topo.protocols}
+    protocol = named.get(str(protocol).lower(), protocol)
+    if protocol not in topo.protocols:
+        raise ValueError(f"unknown protocol {protocol!r}: {topo.name!r} describes {', '.join(topo.protocols)}; "
+                         "choose one of them or 'auto'")
     if protocol not in usable:
         raise ValueError(f"protocol {protocol!r} cannot run {algorithm!r} on {topo.name!r}; choose one of "
                          f"{', '.join(usable) or 'none'} or 'auto'")

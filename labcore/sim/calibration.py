@@ -26,11 +26,15 @@ Example
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from labcore.sim.cost import coefficients
+
+# What the closed forms take (labcore.sim.cost.steps); root and order change no cost.
+CLOSED_FORM_OPTIONS = {"pipeline", "channels", "gpus_per_node", "root", "order"}
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,9 @@ class Calibration:
             if len(self.fits) != 1:
                 raise ValueError(f"fits exist for ranks {sorted(self.fits)}; say which one with ranks=")
             return next(iter(self.fits.values()))
+        if isinstance(ranks, bool) or not isinstance(ranks, numbers.Integral):
+            raise TypeError(f"ranks is a whole number of ranks (fitted: {sorted(self.fits)}), not {ranks!r}")
+        ranks = int(ranks)
         if ranks not in self.fits:
             raise ValueError(f"no fit for {ranks} ranks; fitted: {sorted(self.fits)}")
         return self.fits[ranks]
@@ -77,6 +84,8 @@ class Calibration:
         """Predicted time in seconds for byte count(s) ``size`` on ``ranks`` ranks."""
         f = self.params(ranks)
         size = np.asarray(size, dtype=float)
+        if not np.all(np.isfinite(size)) or np.any(size < 0):
+            raise ValueError(f"sizes must be finite byte counts >= 0, not {size.ravel()[~np.isfinite(size.ravel()) | (size.ravel() < 0)][0]:g}")
         ab = np.array([coefficients(self.op, self.algorithm, ranks, s, **self.options)[:2] for s in size.ravel()])
         return (ab[:, 0] * f.alpha + ab[:, 1] * f.beta).reshape(size.shape)
 
@@ -175,10 +184,18 @@ def calibrate(df, op: str | None = None, algorithm: str = "ring", placement: str
     """
     import pandas as pd
 
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"calibrate takes a DataFrame of measurements (labcore.bench.sweep's or read_nccl_tests' "
+                        f"output), not {type(df).__name__}")
     missing = {"size", "ranks", time} - set(df.columns)
     if missing:
         raise ValueError(f"the DataFrame lacks columns {sorted(missing)}; pass labcore.bench.sweep's output")
-    data = df
+    if df.empty:
+        raise ValueError("the DataFrame has no rows: measure first (labcore.bench.sweep)")
+    unknown = sorted(set(options) - CLOSED_FORM_OPTIONS)
+    if unknown:
+        raise TypeError(f"calibrate's closed form takes {', '.join(sorted(CLOSED_FORM_OPTIONS))}, not {unknown}")
+    data = _numeric(df, time)
     if "op" in data.columns:
         ops = sorted(data["op"].unique())
         if op is None:
@@ -196,12 +213,19 @@ def calibrate(df, op: str | None = None, algorithm: str = "ring", placement: str
     fits, frames = {}, []
     for ranks, group in data.groupby("ranks"):
         ranks = int(ranks)
+        if ranks < 0:
+            raise ValueError(f"rows with ranks {ranks} are of an unknown rank count (read_nccl_tests could not "
+                             "tell): pass read_nccl_tests(..., ranks=N)")
+        if ranks < 2:
+            raise ValueError(f"rows of {ranks} rank(s) move no data, so they say nothing of alpha and beta: "
+                             "keep rows of 2 ranks or more")
         size = group["size"].to_numpy(float)
         t = group[time].to_numpy(float) * 1e-6
         ab = np.array([coefficients(op, algorithm, ranks, s, **options)[:2] for s in size], dtype=float)
         use = (size >= min_size) & (size <= max_size)
-        if use.sum() < 2:
-            raise ValueError(f"{ranks} ranks: need at least two sizes in [{min_size}, {max_size}] to fit")
+        if len(set(size[use])) < 2:
+            raise ValueError(f"{ranks} ranks: need at least two different sizes in [{min_size}, {max_size}] to fit "
+                             f"(alpha and beta), found {len(set(size[use]))}")
         w = 1.0 / t[use] if relative else np.ones(use.sum())
         # scale columns so that alpha (~1e-5) and beta (~1e-9) are solved with equal precision
         A = ab[use] * w[:, None]
@@ -214,6 +238,30 @@ def calibrate(df, op: str | None = None, algorithm: str = "ring", placement: str
                                     "error": err, "fitted": use}))
     errors = pd.concat(frames, ignore_index=True).sort_values(["ranks", "size"], ignore_index=True)
     return Calibration(op, algorithm, fits, errors, relative=relative, robust=robust, options=options)
+
+
+def _numeric(df, time: str):
+    """``df`` with size, ranks and ``time`` checked: numbers, sizes finite and >= 0, whole rank
+    counts, no infinite time (NaN and non-positive times are dropped later, as unmeasured)."""
+    import pandas as pd
+
+    out = df.copy()
+    for col in ("size", "ranks", time):
+        values = pd.to_numeric(out[col], errors="coerce")
+        bad = out[col][values.isna() & out[col].notna()]
+        if len(bad):
+            raise ValueError(f"column {col!r} holds {bad.iloc[0]!r}, not a number")
+        out[col] = values
+    bad = out.loc[~np.isfinite(out["size"]) | (out["size"] < 0), "size"]
+    if len(bad):
+        raise ValueError(f"sizes must be finite byte counts >= 0, not {bad.iloc[0]}")
+    ranks = out["ranks"]
+    if (~np.isfinite(ranks) | (ranks != ranks.round())).any():
+        raise ValueError(f"ranks must be whole numbers, not {ranks[~np.isfinite(ranks) | (ranks != ranks.round())].iloc[0]}")
+    if np.isinf(out[time]).any():
+        raise ValueError(f"{time} holds an infinite time (size {out.loc[np.isinf(out[time]), 'size'].iloc[0]:g}); "
+                         "drop that row or measure it again")
+    return out
 
 
 def synthetic(op: str = "all_reduce", algorithm: str = "ring", ranks=(2, 4), alpha: float = 30e-6,

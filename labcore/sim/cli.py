@@ -21,6 +21,7 @@ from labcore.sim.trace import ScheduleError, _fmt_bytes
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _PROG = "python -m labcore sim"
+DEFAULT_SIZE = 64 << 20
 
 
 def parse_size(text: str) -> int:
@@ -37,14 +38,21 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _whole(least: int):
+    """An argparse type: a whole number of at least ``least``."""
+    def read(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be {'at least 1' if least == 1 else f'{least} or more'}, "
+                                             f"got {value}")
+        return value
+    return read
+
+
+_positive, _count = _whole(1), _whole(0)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
                    "'best' for the fastest as simulated; "
                    + "; ".join(f"{o}: {', '.join(sorted(a))}" for o, a in ALGORITHMS.items()))
     p.add_argument("-n", "--ranks", type=_positive, default=8, help="number of ranks (default 8)")
-    p.add_argument("--size", type=parse_size, default=64 << 20, help="bytes as nccl-tests counts them (default 64M)")
+    p.add_argument("--size", type=parse_size, default=None, help="bytes as nccl-tests counts them (default 64M)")
     p.add_argument("-b", "--minbytes", type=parse_size, help="sweep: smallest size")
     p.add_argument("-e", "--maxbytes", type=parse_size, help="sweep: largest size")
     p.add_argument("-f", "--stepfactor", type=_positive, default=2, help="sweep: size multiplier, 2 or more (default 2)")
@@ -77,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--root", type=int, help="root rank for broadcast/reduce")
     p.add_argument("--no-contention", action="store_true", help="every message gets its links' full bandwidth")
     p.add_argument("--no-values", action="store_true", help="time only (for big runs); skips the check")
-    p.add_argument("--show-steps", type=int, default=4, help="how many steps to print (default 4)")
+    p.add_argument("--show-steps", type=_count, default=4, help="how many steps to print (default 4)")
     return p
 
 
@@ -87,10 +95,10 @@ def _machine(name: str, topo) -> tuner.Machine:
     return tuner.MACHINES[preset].with_ranks(topo.ranks, nodes=topo.nodes)
 
 
-def _choose(args, topo) -> tuple[str, str]:
-    """(simulator algorithm, note) for --algo auto."""
+def _choose(args, topo, size: int) -> tuple[str, str]:
+    """(simulator algorithm, note) for --algo auto at ``size`` bytes."""
     machine = _machine(args.topology, topo)
-    choice = tuner.predict(args.op, args.size, machine)
+    choice = tuner.predict(args.op, size, machine)
     algo = tuner.SIM_ALGORITHM[choice.algorithm]
     if args.op != "all_reduce":
         algo = "ring" if args.op in ("all_gather", "reduce_scatter") else "chain"
@@ -101,6 +109,10 @@ def _choose(args, topo) -> tuple[str, str]:
     return algo, note
 
 
+def _smallest(args) -> int:
+    return 8 if args.minbytes is None else args.minbytes
+
+
 def _check(args) -> None:
     """Refuse what the simulator would refuse, before any work."""
     if args.ranks > MAX_RANKS:
@@ -109,10 +121,15 @@ def _check(args) -> None:
         raise ValueError(f"no {args.algo!r} algorithm for {args.op}; choose one of "
                          f"{', '.join(sorted(ALGORITHMS[args.op]))}, auto or best")
     if args.maxbytes is not None or args.minbytes is not None:
+        if args.size is not None:
+            raise ValueError("give --size (one size) or -b/-e (a sweep), not both")
         if args.maxbytes is None:
             raise ValueError("-b/--minbytes needs -e/--maxbytes for a sweep")
-        if (args.minbytes or 8) > args.maxbytes:
-            raise ValueError(f"-b {args.minbytes} is larger than -e {args.maxbytes}")
+        lo = _smallest(args)
+        if lo < 1:
+            raise ValueError("-b/--minbytes must be at least 1: sweep sizes multiply (-f), and 0 stays 0")
+        if lo > args.maxbytes:
+            raise ValueError(f"-b {lo} is larger than -e {args.maxbytes}: swap them")
         if args.stepfactor < 2:
             raise ValueError("-f/--stepfactor must be 2 or more")
     if args.root is not None and not 0 <= args.root < args.ranks:
@@ -130,22 +147,21 @@ def main(argv: list[str]) -> int:
 
 def _run(args) -> int:
     _check(args)
+    if args.size is None:
+        args.size = DEFAULT_SIZE
     topo = topologies.preset(args.topology, args.ranks)
-    note = ""
-    algo = args.algo
-    if algo == "auto":
-        algo, note = _choose(args, topo)
     options = {k: v for k, v in (("pipeline", args.pipeline), ("gpus_per_node", args.gpus_per_node),
                                  ("root", args.root), ("channels", args.channels)) if v is not None}
     protocol = None if args.protocol.lower() == "none" else args.protocol
     kwargs = dict(topology=topo, reduce_op=args.reduce_op, contention=not args.no_contention, protocol=protocol,
                   **options)
-    if args.maxbytes:
-        simulate(args.op, algo, args.ranks, args.minbytes or 8, values=False, **kwargs)     # refuse before printing
-        print(f"# {args.op}, algorithm {algo!r}, {args.ranks} ranks, on {topo.name}")
-        if note:
-            print(f"# {note}")
-        return _sweep(args, algo, kwargs)
+    if args.maxbytes is not None:
+        first = _choose(args, topo, _smallest(args))[0] if args.algo == "auto" else args.algo
+        simulate(args.op, first, args.ranks, _smallest(args), values=False, **kwargs)     # refuse before printing
+        picked = "NCCL's tuner's pick at each size" if args.algo == "auto" else repr(args.algo)
+        print(f"# {args.op}, algorithm {picked}, {args.ranks} ranks, on {topo.name}")
+        return _sweep(args, topo, kwargs)
+    algo, note = _choose(args, topo, args.size) if args.algo == "auto" else (args.algo, "")
     trace = simulate(args.op, algo, args.ranks, args.size, values=not args.no_values, **kwargs)
     print(f"# {args.op}, algorithm {trace.schedule.algorithm!r}, {args.ranks} ranks, on {topo.name}")
     if note:
@@ -172,13 +188,16 @@ def _run(args) -> int:
     return 0
 
 
-def _sweep(args, algo: str, kwargs: dict) -> int:
-    print(f"{'size':>12} {'time(us)':>12} {'algbw':>9} {'busbw':>9} {'bound(us)':>12} {'protocol':>9}")
-    size = args.minbytes or 8
+def _sweep(args, topo, kwargs: dict) -> int:
+    auto = args.algo == "auto"
+    print(f"{'size':>12} {'time(us)':>12} {'algbw':>9} {'busbw':>9} {'bound(us)':>12} {'protocol':>9}"
+          + (f" {'algorithm':>18}" if auto else ""))
+    size = _smallest(args)
     while size <= args.maxbytes:
+        algo = _choose(args, topo, size)[0] if auto else args.algo
         t = simulate(args.op, algo, args.ranks, size, values=False, **kwargs)
         s = t.summary()
         print(f"{size:>12} {s['time_us']:>12.3f} {s['algbw']:>9.3f} {s['busbw']:>9.3f} {s['bound_us']:>12.3f} "
-              f"{s['protocol'] or '-':>9}")
+              f"{s['protocol'] or '-':>9}" + (f" {algo:>18}" if auto else ""))
         size *= args.stepfactor
     return 0

@@ -38,6 +38,7 @@ Example
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,6 +63,10 @@ _NO_SCHEDULE = {"send": "point-to-point: the simulator has no send/recv schedule
                 "barrier": "a barrier carries no data; the simulator has no barrier",
                 "scatter": "the simulator has no scatter schedule",
                 "gather": "the simulator has no gather schedule"}
+
+
+_COLLECTIVE_COLUMNS = ["step", "op", "bytes", "group", "seq", "ranks", "nodes", "algorithm", "nccl", "protocol",
+                       "predicted_us", "recorded_us", "status"]
 
 
 def nccl_algorithm(op: str, nbytes: float, ranks: int, nodes: int, machine: str,
@@ -250,8 +255,6 @@ def _check_recording(recording, world_size, topo, placement):
     if not all(hasattr(recording, a) for a in ("frame", "scopes", "steps", "world_size")):
         raise TypeError(f"replay takes a Recording (lc.live.record ... rec.recording()), not "
                         f"{type(recording).__name__}")
-    if world_size is not None and (isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1):
-        raise ValueError(f"world_size must be a positive number of ranks, not {world_size!r}")
     W = int(recording.world_size)
     ranks_seen = set(recording.frame["rank"]) | set(recording.steps["rank"])
     if ranks_seen and max(ranks_seen) >= W:
@@ -271,11 +274,40 @@ def _check_recording(recording, world_size, topo, placement):
     if topo.ranks < size:
         raise ValueError(f"the topology {topo.name!r} has {topo.ranks} ranks, fewer than the {size} asked for; "
                          "choose a bigger topology or a smaller world_size")
-    place = list(range(size)) if placement is None else [int(p) for p in placement]
+    place = list(range(size)) if placement is None else [int(p) for p in placement]   # whole numbers (checked)
     if len(set(place)) != len(place) or min(place) < 0 or max(place) >= topo.ranks:
         raise ValueError(f"placement must list {size} different ranks of the topology (0..{topo.ranks - 1}), "
                          f"got {placement}")
     return W, size, place
+
+
+def _whole(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check_arguments(world_size, placement, steps, compute_scale):
+    """(world_size, placement, steps) as ints and lists, or an error naming the argument."""
+    from labcore.sim import MAX_RANKS
+
+    if world_size is not None:
+        if not _whole(world_size) or not 1 <= world_size <= MAX_RANKS:
+            raise ValueError(f"world_size must be a whole number of ranks from 1 to {MAX_RANKS}, not {world_size!r}")
+        world_size = int(world_size)
+    if placement is not None:
+        if isinstance(placement, (str, bytes)) or not hasattr(placement, "__iter__") \
+                or not all(_whole(p) for p in placement):
+            raise ValueError(f"placement is a list of topology ranks, one per replayed rank (e.g. [0, 8]), "
+                             f"not {placement!r}")
+        placement = [int(p) for p in placement]
+    if steps is not None:
+        listed = [steps] if np.isscalar(steps) else list(steps)
+        if not listed or not all(_whole(k) for k in listed):
+            raise ValueError(f"steps names recorded steps by number (an int or a list of them), not {steps!r}")
+        steps = [int(k) for k in listed]
+    if isinstance(compute_scale, bool) or not isinstance(compute_scale, numbers.Real) \
+            or not np.isfinite(compute_scale) or compute_scale < 0:
+        raise ValueError(f"compute_scale must be a finite number >= 0, not {compute_scale!r}")
+    return world_size, placement, steps
 
 
 def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | None = None,
@@ -305,19 +337,18 @@ def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | 
     """
     import pandas as pd
 
+    world_size, placement, steps = _check_arguments(world_size, placement, steps, compute_scale)
     topo, machine, label = _resolve_topology(topology, world_size, int(getattr(recording, "world_size", 0) or 0))
     W, size, place = _check_recording(recording, world_size, topo, placement)
     frame, scopes, step_frame = recording.frame, recording.scopes, recording.steps
     if steps is not None:
-        wanted = set(int(s) for s in ([steps] if np.isscalar(steps) else steps))
+        wanted = set(steps)
         missing = wanted - set(step_frame["step"])
         if missing:
             raise ValueError(f"the recording has steps {sorted(set(step_frame['step']))}, not {sorted(missing)}")
         frame = frame[frame["step"].isin(wanted)]
         scopes = scopes[scopes["step"].isin(wanted)]
         step_frame = step_frame[step_frame["step"].isin(wanted)]
-    if not (isinstance(compute_scale, (int, float)) and np.isfinite(compute_scale) and compute_scale >= 0):
-        raise ValueError(f"compute_scale must be a finite number >= 0, not {compute_scale!r}")
     _check_algorithm(algorithm, set(frame["op"]))
     collectives, durations = _predict_all(frame, W, size, place, topo, machine, algorithm)
     by_rank_step = frame.groupby(["rank", "step"]).indices
@@ -385,7 +416,7 @@ def _predict_all(frame, W, size, place, topo, machine, algorithm):
                          predicted_us=np.nan if predicted is None else predicted * 1e6,
                          recorded_us=recorded_us, status=status))
     durations = {index: by_key[key] for index, key in zip(frame.index, keys)}
-    return pd.DataFrame(rows), durations
+    return pd.DataFrame(rows, columns=_COLLECTIVE_COLUMNS), durations
 
 
 def _simulate(cache, op, algo, placed, nbytes, topo, protocol):

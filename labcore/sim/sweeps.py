@@ -11,6 +11,7 @@ Example
 """
 from __future__ import annotations
 
+import numbers
 from typing import Callable, Iterable
 
 
@@ -38,8 +39,14 @@ def sweep(op: str, algorithms: Iterable[str] | str, ranks: Iterable[int] | int, 
     from labcore.sim import simulate, topologies
 
     algorithms = [algorithms] if isinstance(algorithms, str) else list(algorithms)
-    ranks = [ranks] if isinstance(ranks, int) else list(ranks)
-    sizes = [sizes] if isinstance(sizes, (int, float)) else list(sizes)
+    ranks = [ranks] if isinstance(ranks, numbers.Integral) else list(ranks)
+    sizes = [sizes] if isinstance(sizes, numbers.Real) else list(sizes)
+    for name, values in (("algorithms", algorithms), ("ranks", ranks), ("sizes", sizes)):
+        if not values:
+            raise ValueError(f"{name} is empty: give at least one")
+    if not (isinstance(topology, str) or callable(topology)):
+        raise TypeError(f"topology is a preset name such as 'nvswitch8' or a function ranks -> topology, "
+                        f"not {type(topology).__name__}")
     make = (lambda p: topologies.preset(topology, p)) if isinstance(topology, str) else topology
     rows = []
     for p in ranks:

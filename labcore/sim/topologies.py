@@ -97,6 +97,12 @@ def uniform(ranks: int, alpha: float = 1e-6, bandwidth: float = 10e9, gamma: flo
     return Uniform(ranks, alpha=alpha, bandwidth=bandwidth, gamma=gamma, gpus_per_node=gpus_per_node, ports=ports)
 
 
+def _check_fractions(**fractions) -> None:
+    for name, value in fractions.items():
+        if not (isinstance(value, (int, float)) and 0 < value <= 1):
+            raise ValueError(f"{name} is the achievable fraction of the line rate, above 0 and at most 1, not {value!r}")
+
+
 def _duplex(links: list[Link], a: int, b: int, bw: float, lat: float, kind: str) -> None:
     links.append(Link(a, b, bw, lat, kind))
     links.append(Link(b, a, bw, lat, kind))
@@ -184,6 +190,7 @@ def nvswitch(gpus: int = 8, nvlink_bandwidth: float = H100_NVLINK_BW, efficiency
     >>> round(nvswitch(issue_s=0).with_protocol("LL").hop_latency() * 1e6, 2)   # NCCL's Ring/LL NVLink hop
     0.6
     """
+    _check_fractions(efficiency=efficiency, nvls_efficiency=nvls_efficiency)
     bw = nvlink_bandwidth * efficiency
     protocols = _ring_protocols(min(LL_FRACTION, LL_MAX_BW_HOPPER / bw))
     protocols["NVLS"] = Protocol("NVLS", NCCL_NVLS_LATENCY_S, {"nvlink": 0.0, "nvls": 0.0}, step_s=NVLS_STEP_S,
@@ -214,6 +221,8 @@ def pcie(gpus: int = 8, gen: int = 4, gpus_per_switch: int = 4, name: str | None
     """
     if gen not in PCIE_X16_BW:
         raise ValueError(f"gen must be 4 or 5, got {gen}")
+    if isinstance(gpus_per_switch, bool) or not isinstance(gpus_per_switch, int) or gpus_per_switch < 1:
+        raise ValueError(f"gpus_per_switch must be a whole number of at least 1, got {gpus_per_switch!r}")
     bw = PCIE_X16_BW[gen] * PCIE_EFFICIENCY
     hop = NCCL_RING_HOP_S["LL"]["pci"]
     n_sw = -(-gpus // gpus_per_switch)
@@ -265,6 +274,7 @@ def multinode(nodes: int = 4, gpus_per_node: int = 8, nic_bandwidth: float = NIC
     >>> len(multinode(2, 8, nics_per_node=1).nics())        # one NIC a node
     2
     """
+    _check_fractions(nic_efficiency=nic_efficiency)
     nvlink = H100_NVLINK_BW * NVLINK_EFFICIENCY
     protocols = _ring_protocols(min(LL_FRACTION, LL_MAX_BW_HOPPER / nvlink))
     simple = protocols["Simple"]
@@ -293,6 +303,9 @@ def calibrated(fit, ranks: int | None = None) -> Uniform:
     >>> round(calibrated(SimpleNamespace(alpha=5e-5, beta=1e-9, ranks=2)).notes["bandwidth"])
     1000000000
     """
+    if not (hasattr(fit, "params") or all(hasattr(fit, a) for a in ("alpha", "beta"))):
+        raise TypeError(f"calibrated takes a Calibration (labcore.sim.calibrate(df)) or a fit with alpha and beta, "
+                        f"not {type(fit).__name__}")
     params = fit.params(ranks) if hasattr(fit, "params") else fit
     p = ranks or params.ranks
     topo = Uniform(p, alpha=params.alpha, bandwidth=1.0 / params.beta, name=f"calibrated ({p} ranks)")

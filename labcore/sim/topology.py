@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import heapq
+import numbers
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -206,8 +207,7 @@ class Uniform(Topology):
     def __init__(self, ranks: int, alpha: float = 1e-6, bandwidth: float = 10e9, gamma: float = 0.0,
                  gpus_per_node: int | None = None, launch_s: float = 0.0, name: str = "uniform",
                  ports: str = "multi"):
-        if ranks < 1:
-            raise ValueError(f"ranks must be at least 1, got {ranks}")
+        _check_ranks(ranks)
         if not (bandwidth > 0 and alpha >= 0 and gamma >= 0) or not np.isfinite([alpha, bandwidth, gamma]).all():
             raise ValueError("bandwidth must be positive and finite; alpha and gamma finite and not negative")
         if ports not in PORT_MODELS:
@@ -220,6 +220,9 @@ class Uniform(Topology):
         self.latency = np.broadcast_to(np.float64(alpha), (n,))
         self.gamma = np.full(ranks + 1, float(gamma))
         self.launch_s = float(launch_s)
+        if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, numbers.Integral)
+                                          or gpus_per_node < 1):
+            raise ValueError(f"gpus_per_node must be a whole number of at least 1 (or None), got {gpus_per_node!r}")
         g = gpus_per_node or ranks
         if ranks % g:
             raise ValueError(f"gpus_per_node={g} must divide ranks={ranks}")
@@ -252,6 +255,23 @@ class Uniform(Topology):
             node = g * bw if self.ports == "single" else g * (P - g + 1) * bw
             cuts.append(Cut(g, node, node, "one node"))
         return cuts
+
+
+def _check_ranks(ranks) -> None:
+    if isinstance(ranks, bool) or not isinstance(ranks, numbers.Integral) or ranks < 1:
+        raise ValueError(f"ranks must be a whole number of at least 1, got {ranks!r}")
+
+
+def _check_links(name: str, bandwidth: np.ndarray, latency: np.ndarray) -> None:
+    """Every link carries something in finite time: bandwidth positive and finite, latency >= 0."""
+    bad = ~(np.isfinite(bandwidth) & (bandwidth > 0))
+    if bad.any():
+        raise ValueError(f"topology {name!r}: a link's bandwidth must be a positive, finite number of bytes/s, "
+                         f"not {bandwidth[bad][0]:g} (check the bandwidth and efficiency given)")
+    bad = ~(np.isfinite(latency) & (latency >= 0))
+    if bad.any():
+        raise ValueError(f"topology {name!r}: a link's latency must be a finite number of seconds >= 0, "
+                         f"not {latency[bad][0]:g}")
 
 
 @dataclass
@@ -306,9 +326,11 @@ class Graph(Topology):
     def __post_init__(self) -> None:
         if self.ports not in PORT_MODELS:
             raise ValueError(f"ports must be one of {', '.join(PORT_MODELS)}, got {self.ports!r}")
+        _check_ranks(self.ranks)
         self.switch_agents = len(self.reducing)
         self.bandwidth = np.array([l.bandwidth for l in self.links], dtype=np.float64)
         self.latency = np.array([l.latency for l in self.links], dtype=np.float64)
+        _check_links(self.name, self.bandwidth, self.latency)
         self.gamma = np.array([self.gamma_rank] * self.ranks + [self.gamma_switch] * self.switch_agents)
         self.node_of = np.zeros(self.ranks, dtype=np.int64) if self.node_of is None else np.asarray(self.node_of)
         self._agent_node = list(range(self.ranks)) + list(self.reducing)
@@ -447,8 +469,11 @@ class Cluster(Topology):
                  sharp: bool = False, launch_s: float = 0.0, issue_s: float = 0.0, channels: int = 1,
                  channel_bytes: float = 32 << 10, protocols: dict | None = None, gamma: float = 0.0,
                  name: str = "cluster", notes: dict | None = None, nics_per_node: int | None = None):
-        if nodes < 1 or gpus_per_node < 1:
-            raise ValueError(f"nodes and gpus_per_node must be at least 1, got {nodes} and {gpus_per_node}")
+        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (nodes, gpus_per_node)) \
+                or nodes < 1 or gpus_per_node < 1:
+            raise ValueError(f"nodes and gpus_per_node must be whole numbers of at least 1, got {nodes!r} and "
+                             f"{gpus_per_node!r}")
+        nodes, gpus_per_node = int(nodes), int(gpus_per_node)
         nics = gpus_per_node if nics_per_node is None else nics_per_node
         if isinstance(nics, bool) or not isinstance(nics, int) or nics < 1 or gpus_per_node % nics:
             raise ValueError(f"nics_per_node must divide gpus_per_node={gpus_per_node}, got {nics_per_node!r}")
@@ -471,6 +496,7 @@ class Cluster(Topology):
         # link id = block index x ranks + rank
         self._block = {b[0]: i for i, b in enumerate(blocks)}
         kinds, bws, lats = ([b[k] for b in blocks] for k in (1, 2, 3))
+        _check_links(name, np.array(bws, dtype=np.float64), np.array(lats, dtype=np.float64))
         self.link_kind = np.repeat(np.array(kinds), P)
         self.bandwidth = np.repeat(np.array(bws, dtype=np.float64), P)
         self.latency = np.repeat(np.array(lats, dtype=np.float64), P)

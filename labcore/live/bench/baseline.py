@@ -33,6 +33,8 @@ NEEDED = ["op", "size", "type", "placement", "time_us", "busbw"]
 def save_baseline(df: pd.DataFrame, path) -> Path:
     """Write a sweep (every row and repeat, and its parameters) to a JSON file; returns the path."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"cannot save to {path}: it is a folder; give a file name such as {path / 'sweep.json'}")
     params = df.attrs.get("params", {})
     doc = {"format": FORMAT, "params": json.loads(json.dumps(params, default=str)),
            "rows": json.loads(df.to_json(orient="records"))}
@@ -52,6 +54,11 @@ def load_baseline(path) -> pd.DataFrame:
     except FileNotFoundError:
         raise FileNotFoundError(f"no baseline at {path}: save one first with "
                                 "lc.bench.save_baseline(df, path) or --json FILE") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a folder, not a baseline: give the JSON file saved with --json FILE") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read the baseline {path} ({exc.strerror}): check the path and its "
+                         "permissions") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path} is not a readable baseline (corrupt JSON: {exc}); save it again "
                          "with --json FILE") from None
@@ -65,8 +72,32 @@ def load_baseline(path) -> pd.DataFrame:
     missing = [c for c in NEEDED if c not in df]
     if missing:
         raise ValueError(f"{path} lacks the columns {missing}; save the baseline again with --json FILE")
+    _check_values(df, path)
     if "repeat" not in df:
         df["repeat"] = 0
     df.attrs["params"] = doc.get("params", {})
     df.attrs["path"] = str(path)
     return df
+
+
+def _check_values(df: pd.DataFrame, path: Path) -> None:
+    """Sizes are whole bytes and times positive numbers, or the gate would compare garbage."""
+    size = pd.to_numeric(df["size"], errors="coerce")
+    if size.isna().any() or (size < 0).any() or (size != size.round()).any():
+        bad = df["size"][size.isna() | (size < 0) | (size != size.round())].iloc[0]
+        raise ValueError(f"{path} has a size of {_shown(bad)}, not a whole number of bytes; save the baseline "
+                         "again with --json FILE")
+    df["size"] = size.astype("int64")
+    for col in ("time_us", "median_us"):
+        if col not in df:
+            continue
+        values = pd.to_numeric(df[col], errors="coerce")
+        bad = df[col][(values.isna() & df[col].notna()) | (values <= 0) | values.isin([float("inf")])]
+        if len(bad):
+            raise ValueError(f"{path} has a {col} of {_shown(bad.iloc[0])}, not a positive number of "
+                             "microseconds; save the baseline again with --json FILE")
+        df[col] = values.astype(float)
+
+
+def _shown(value) -> str:
+    return repr(value) if isinstance(value, str) else str(value)

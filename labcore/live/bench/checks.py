@@ -52,9 +52,23 @@ def check_collective(op: str, nranks: int, redop: str, root: int) -> str:
     if name in _ops.OPS and _ops.OPS[name].power_of_two and nranks & (nranks - 1):
         raise ValueError(f"{name} needs a power-of-two number of ranks (nccl-tests skips others), "
                          f"not {nranks}: use -g {1 << (nranks.bit_length() - 1)}")
+    if isinstance(root, bool) or not isinstance(root, int):
+        raise ValueError(f"root (-r) must be a whole rank number, not {root!r}")
     if name in _ops.OPS and _ops.OPS[name].rooted and not 0 <= root < nranks:
         raise ValueError(f"root (-r) must be a rank between 0 and {nranks - 1}, not {root}")
     return name
+
+
+def check_support(op: str, dtype, redop: str, backend: str) -> None:
+    """Refuse what ``backend`` cannot run, once the backend is known and before a rank measures."""
+    from labcore.live.bench.units import dtype_of
+
+    name = _ops.canonical(op)
+    type_name, torch_dtype = dtype_of(dtype)
+    if (name in _ops.OPS and _ops.OPS[name].kind == "reduce" and redop == "avg"
+            and not torch_dtype.is_floating_point and backend == "gloo"):
+        raise ValueError(f"gloo cannot average {type_name} tensors: use a float type (-d float) or another "
+                         "reduction (-o sum)")
 
 
 def check_sizes(op: str, sizes: list[int], nranks: int, itemsize: int) -> None:

@@ -28,17 +28,18 @@ import signal
 import sys
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 
 import pandas as pd
 
 from labcore.live.bench import baseline as _baseline
 from labcore.live.bench import checks, memory, stats
-from labcore.live.bench.harness import describe_rank, measure
+from labcore.live.bench.harness import PLACEMENTS, describe_rank, measure
 from labcore.live.bench.ops import NAMES, OPS, canonical, nccl_tests_program
 from labcore.live.bench.sweep import COLUMNS, plan_sizes
 from labcore.live.bench.table import footer_lines, header_lines, row_line
 from labcore.live.bench.units import dtype_of, parse_size
-from labcore.live.sysinfo import network_summary
+from labcore.live.sysinfo import choose_backend, network_summary
 
 # Exit statuses: 0 done; 1 wrong elements, a regression or a failed rank; 2 bad input;
 # 3 the gate could not decide; 128 + signal number when stopped by SIGINT/SIGTERM.
@@ -54,7 +55,8 @@ where the lab differs from nccl-tests 2.19.6 on purpose:
           up first at factor 2).
   -b/-e   default 8 to 32M, less if memory is short (nccl-tests: 32M to 32M); -b 0 needs -i.
   -f      may be fractional (nccl-tests reads a whole number); a factor that repeats a size
-          is refused.
+          is refused, and so is -f with -i (nccl-tests lets a factor above 1 win).
+  sizes   at most 4096 in a sweep.
   -c      on (1) or off (0) (nccl-tests: the number of checks).
   -N      repeats the sweep, interleaved, as nccl-tests' -N; the gate (--baseline) needs them.
   -o      sum, prod, max, min, avg; not mulsum or all. -d takes one type, not all.
@@ -80,8 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-b", "--minbytes", default="8", help="smallest size, e.g. 8, 0.3K, 64K (default 8)")
     p.add_argument("-e", "--maxbytes", default=None,
                    help="largest size, e.g. 128M (default 32M, less if memory is short)")
-    p.add_argument("-f", "--stepfactor", type=float, default=2, help="multiply sizes by this (default 2)")
-    p.add_argument("-i", "--stepbytes", default=None, help="add this many bytes instead of multiplying")
+    p.add_argument("-f", "--stepfactor", type=float, default=None, help="multiply sizes by this (default 2)")
+    p.add_argument("-i", "--stepbytes", default=None, help="add this many bytes instead (not with -f)")
     p.add_argument("-g", "--ngpus", type=int, default=None,
                    help="ranks to start (default: GPUs seen, else 2); ignored under torchrun")
     p.add_argument("-n", "--iters", type=int, default=20, help="timed calls per size (default 20)")
@@ -118,7 +120,10 @@ def _spec(args) -> dict:
 def _planned_ranks(args) -> int:
     """The number of ranks this run will have, known before any rank starts."""
     if _under_torchrun():
-        return checks.check_ranks(int(os.environ.get("WORLD_SIZE", "1")), "WORLD_SIZE")
+        text = os.environ.get("WORLD_SIZE", "1")
+        if not text.strip().isdigit():
+            raise ValueError(f"WORLD_SIZE is {text!r}, not a number of ranks: launch with torchrun, which sets it")
+        return checks.check_ranks(int(text), "WORLD_SIZE")
     if args.ngpus is not None:
         return checks.check_ranks(args.ngpus, "-g")
     from labcore.live.sysinfo import gpu_count
@@ -129,6 +134,10 @@ def _planned_ranks(args) -> int:
 
 def _validate(args) -> tuple[dict, int, list[int]]:
     """Check every input but the files before a rank starts: (spec, ranks, requested sizes)."""
+    if args.stepfactor is not None and args.stepbytes is not None:
+        raise ValueError("give -f (sizes multiply) or -i (sizes add), not both")
+    if args.stepfactor is None and args.stepbytes is None:
+        args.stepfactor = 2.0
     spec = _spec(args)
     nranks = _planned_ranks(args)
     checks.check_collective(spec["op"], nranks, spec["redop"], spec["root"])
@@ -137,9 +146,14 @@ def _validate(args) -> tuple[dict, int, list[int]]:
         raise ValueError(f"--tolerance is the slowdown allowed as a fraction (0.25 = 25%), not {args.tolerance}")
     if not 0 < args.alpha < 1:
         raise ValueError(f"--alpha is a false-alarm rate between 0 and 1, not {args.alpha}")
+    # A plain run's ranks start here; under torchrun the backend and memory are known on the ranks.
+    backend = None if _under_torchrun() else choose_backend(nranks, args.backend)
+    if backend is not None:
+        checks.check_support(spec["op"], spec["dtype"], spec["redop"], backend)
+    budget, where = memory.local_budget(nranks) if backend == "gloo" else (None, "")
     itemsize = dtype_of(spec["dtype"])[1].itemsize
-    sizes = plan_sizes(spec["op"], nranks, itemsize, 1 << 62, args.minbytes, args.maxbytes,
-                       args.stepfactor, args.stepbytes, spec["check"])
+    sizes = plan_sizes(spec["op"], nranks, itemsize, budget, args.minbytes, args.maxbytes,
+                       args.stepfactor, args.stepbytes, spec["check"], where)
     parse_size(args.compare_from)
     return spec, nranks, sizes
 
@@ -150,19 +164,26 @@ def _check_files(args, spec, nranks, sizes) -> pd.DataFrame | None:
         checks.check_writable(args.json)
     if not args.baseline:
         return None
+    if args.json and Path(args.json).resolve() == Path(args.baseline).resolve():
+        raise ValueError(f"--json and --baseline both name {args.baseline}: the run would overwrite its own "
+                         "baseline; save this run to another file")
     base = _baseline.load_baseline(args.baseline)
     itemsize = dtype_of(spec["dtype"])[1].itemsize
-    stats.check_comparable(base, _planned(spec, nranks, itemsize, sizes), args.baseline)
+    stats.check_comparable(base, _planned(spec, nranks, itemsize, sizes), args.baseline,
+                           parse_size(args.compare_from))
     return base
 
 
 def _planned(spec, nranks, itemsize, sizes) -> pd.DataFrame:
-    """The (op, size, type, redop, ranks) lines the run will print, for checking a baseline."""
+    """The (op, size, type, redop, ranks, placement) rows the run will print, for checking a baseline."""
     if spec["op"] not in OPS:
-        return pd.DataFrame(dict(op=[spec["op"]], size=[0], type=["none"], redop=["none"], ranks=[nranks]))
+        return pd.DataFrame(dict(op=[spec["op"]], size=[0], type=["none"], redop=["none"], ranks=[nranks],
+                                 placement=["in-place"]))
     op = OPS[spec["op"]]
-    return pd.DataFrame(dict(op=spec["op"], size=[op.printed_size(s, nranks, itemsize) for s in sizes],
-                             type=spec["dtype"], redop=op.printed_redop(spec["redop"]), ranks=nranks))
+    printed = [op.printed_size(s, nranks, itemsize) for s in sizes]
+    return pd.DataFrame(dict(op=spec["op"], size=printed * len(PLACEMENTS), type=spec["dtype"],
+                             redop=op.printed_redop(spec["redop"]), ranks=nranks,
+                             placement=[p for p in PLACEMENTS for _ in printed]))
 
 
 class _Printer:
@@ -229,7 +250,11 @@ def _finish(args, df, spec, nranks, backend, base, say) -> int:
                               repeats=args.run_cycles)
     say(*footer_lines(df))
     if args.json:
-        _baseline.save_baseline(df, args.json)
+        try:
+            _baseline.save_baseline(df, args.json)
+        except OSError as exc:
+            raise ValueError(f"could not save the sweep to {args.json} ({exc.strerror}); the table above holds "
+                             "its results: rerun with --json in a folder you can write to") from None
         say(f"# saved the sweep ({args.run_cycles} repeat(s)) to {args.json}")
     failed = bool(spec["check"]) and int(df.loc[df["wrong"] > 0, "wrong"].sum()) > 0
     if base is None:
@@ -249,6 +274,7 @@ def _main_torchrun(args, spec, sizes_asked) -> int:
     backend = args.backend
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
+    checks.check_support(spec["op"], spec["dtype"], spec["redop"], backend)
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     local = int(os.environ.get("LOCAL_RANK", 0))

@@ -52,6 +52,14 @@ def per_rank_budget(kind: str, free: int, ranks_on_host: int) -> int:
     return int(share * USABLE)
 
 
+def local_budget(nranks: int) -> tuple[int, str]:
+    """(bytes per rank, where) for ``nranks`` CPU ranks on this machine, asked before they start."""
+    import psutil
+
+    return (per_rank_budget("cpu", int(psutil.virtual_memory().available), nranks),
+            f"host RAM shared by {nranks} ranks")
+
+
 def largest_fitting(op: str, sizes: list[int], nranks: int, itemsize: int, budget: int,
                     check: bool = True) -> list[int]:
     """The prefix of ``sizes`` whose peak per-rank memory fits ``budget``."""

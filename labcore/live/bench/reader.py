@@ -28,6 +28,7 @@ Example
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from collections import Counter
 from pathlib import Path
@@ -247,7 +248,7 @@ def read_nccl_tests(source, *, op: str | None = None, ranks: int | None = None) 
 
     Parameters
     ----------
-    source : the text, or a ``pathlib.Path`` / path string of a file with it.
+    source : the text (str or bytes), or a ``pathlib.Path`` / path string of a file with it.
     op : the collective, where the text does not say (a quote of result lines only).
     ranks : the rank count, where the text lists no devices and the numbers do not imply it.
 
@@ -265,10 +266,16 @@ def read_nccl_tests(source, *, op: str | None = None, ranks: int | None = None) 
     ------
     ValueError
         When the text holds no result line, or does not say which collective ran and
-        ``op`` is not given.
+        ``op`` is not given; when ``source`` is a folder or a string that is neither.
+    FileNotFoundError
+        When a ``Path`` names no file.
+    TypeError
+        When ``source`` is not text, bytes or a path.
     """
     from labcore.live.bench.sweep import COLUMNS
 
+    if ranks is not None and (isinstance(ranks, bool) or not isinstance(ranks, numbers.Integral) or ranks < 1):
+        raise ValueError(f"ranks must be the whole number of ranks that ran (1 or more), not {ranks!r}")
     text = _read(source)
     skipped: list[str] = []
     frames, meta = [], []
@@ -300,13 +307,32 @@ def read_nccl_tests(source, *, op: str | None = None, ranks: int | None = None) 
 
 
 def _read(source) -> str:
+    """The text of ``source``; bytes that are not UTF-8 (a log cut mid-character) become U+FFFD."""
+    if isinstance(source, (bytes, bytearray)):
+        return bytes(source).decode("utf-8", errors="replace")
     if isinstance(source, Path):
-        return source.read_text()
-    text = str(source)
-    if "\n" not in text and len(text) < 4096:
-        path = Path(text)
-        if path.is_file():
-            return path.read_text()
-        raise ValueError(f"{text!r} is neither nccl-tests output nor a file: pass the text, or the "
+        return _read_file(source)
+    if not isinstance(source, str):
+        raise TypeError(f"read_nccl_tests takes nccl-tests' output as text (str), or the path of a file "
+                        f"holding it, not {type(source).__name__}")
+    if not source.strip():
+        raise ValueError("the text is empty: pass the stdout of an *_perf run, or the path of a file holding it")
+    if "\n" not in source and len(source) < 4096:
+        path = Path(source)
+        if path.exists():
+            return _read_file(path)
+        raise ValueError(f"{source!r} is neither nccl-tests output nor a file: pass the text, or the "
                          "path of a file that holds it")
-    return text
+    return source
+
+
+def _read_file(path: Path) -> str:
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder: pass the file that holds nccl-tests' output")
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no file {path}: pass the path of a file that holds nccl-tests' output, "
+                                "or the text itself") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read {path} ({exc.strerror}): check the path and its permissions") from None

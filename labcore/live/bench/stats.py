@@ -53,11 +53,29 @@ BOOTSTRAP_RESAMPLES = 2_000
 TRIM = 0.25
 
 
+TIMES = ("median_us", "time_us")
+
+
 def _time_column(df: pd.DataFrame, time: str) -> str:
     """``time``, or nccl-tests' ``time_us`` where a frame has no usable medians (text read back)."""
+    if time not in TIMES:
+        raise ValueError(f"time is the column of times to use, {' or '.join(TIMES)}, not {time!r}")
     if time in df and df[time].notna().all():
         return time
+    if "time_us" not in df:
+        raise ValueError(f"the sweep has no {time} or time_us column: pass labcore.bench.sweep's output")
     return "time_us"
+
+
+def _check_frame(df, what: str, needs=("size", "busbw")) -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"{what} must be a sweep DataFrame (labcore.bench.sweep, read_nccl_tests or "
+                        f"load_baseline), not {type(df).__name__}")
+    missing = [c for c in needs if c not in df]
+    if missing:
+        raise ValueError(f"{what} lacks the columns {missing}: pass labcore.bench.sweep's output")
+    if df.empty:
+        raise ValueError(f"{what} has no rows: measure first")
 
 
 def bootstrap_median(values, level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
@@ -86,6 +104,9 @@ def summarize(df: pd.DataFrame, level: float = 0.95, time: str = "median_us") ->
     time : the per-repeat time to summarise: ``median_us`` (the median call of each repeat,
         which a stalled call does not move) or ``time_us`` (nccl-tests' mean).
     """
+    _check_frame(df, "the sweep")
+    if not 0 < level < 1:
+        raise ValueError(f"level is a confidence level between 0 and 1 (0.95 = 95%), not {level!r}")
     col = _time_column(df, time)
     keys = [k for k in KEYS if k in df]
     rows = []
@@ -156,8 +177,12 @@ def smallest_pvalue(n_base: int, n_cur: int, trim: float = TRIM) -> float:
     return permutation_pvalues(np.arange(1.0, n_base + 1), np.arange(1.0, n_cur + 1) * 1e6, 0.0, trim)[0]
 
 
-def check_comparable(baseline: pd.DataFrame, current: pd.DataFrame, name: str = "the baseline") -> None:
-    """Refuse a baseline of another collective, dtype, reduction or rank count, or with no common size."""
+def check_comparable(baseline: pd.DataFrame, current: pd.DataFrame, name: str = "the baseline",
+                     min_bytes: int = 0) -> None:
+    """Refuse a baseline of another collective, dtype, reduction or rank count, or one that shares
+    no (size, placement) with ``current`` at ``min_bytes`` or more."""
+    _check_frame(baseline, name, ("size",))
+    _check_frame(current, "this run", ("size",))   # a run's plan, before it has measured, will do
     for col, what in MATCHED:
         if col in baseline and col in current:
             have, want = set(baseline[col].astype(str)), set(current[col].astype(str))
@@ -169,6 +194,19 @@ def check_comparable(baseline: pd.DataFrame, current: pd.DataFrame, name: str = 
     if not common:
         raise ValueError(f"{name} shares no size with this run (baseline {_span(baseline)}, run "
                          f"{_span(current)}): measure the baseline's sizes (-b/-e) or save a new baseline")
+    if max(common) < min_bytes:
+        raise ValueError(f"comparing only from {min_bytes} bytes up (--compare-from, min_bytes) leaves no "
+                         f"size: the sizes both share go up to {max(common)} bytes; lower it")
+    if "placement" in baseline and "placement" in current:
+        if not {p for p in _pairs(baseline) & _pairs(current) if p[0] >= min_bytes}:
+            raise ValueError(f"{name} shares no size and placement with this run (baseline placements "
+                             f"{', '.join(sorted(set(baseline['placement'].astype(str))))}, run "
+                             f"{', '.join(sorted(set(current['placement'].astype(str))))}): measure the "
+                             "baseline's placements or save a new baseline")
+
+
+def _pairs(df: pd.DataFrame) -> set:
+    return set(zip(df["size"], df["placement"].astype(str)))
 
 
 def _span(df: pd.DataFrame) -> str:
@@ -186,7 +224,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, tolerance: float = 0.
     baseline, current : sweeps, ideally with several repeats each (``sweep(..., repeats=R)``).
     tolerance : slowdown allowed before a size regresses (0.25: up to 1.25x the baseline time).
     alpha : false-alarm rate of the whole gate (Bonferroni over the sizes compared).
-    min_bytes : ignore smaller sizes.
+    min_bytes : ignore smaller sizes (bytes, or a size such as "64K").
     time : per-repeat time compared (``median_us``, or ``time_us`` as nccl-tests prints).
     name : how errors name the baseline (e.g. its file).
 
@@ -209,7 +247,12 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, tolerance: float = 0.
                          f"not {tolerance}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha is a false-alarm rate between 0 and 1 (0.05 = 5%), not {alpha}")
-    check_comparable(baseline, current, name)
+    from labcore.live.bench.units import parse_size
+
+    min_bytes = parse_size(min_bytes)
+    _check_frame(baseline, name)
+    _check_frame(current, "this run")
+    check_comparable(baseline, current, name, min_bytes)
     cur = current[current["size"] >= min_bytes]
     keys = [k for k in KEYS if k in baseline and k in cur]
     bcol, ccol = _time_column(baseline, time), _time_column(cur, time)

@@ -13,6 +13,7 @@ Example
 """
 from __future__ import annotations
 
+import numbers
 from contextlib import nullcontext
 
 import pandas as pd
@@ -21,6 +22,7 @@ from labcore.live.bench import checks, memory
 from labcore.live.bench import ops as _ops
 from labcore.live.bench.harness import PLACEMENTS, measure
 from labcore.live.bench.units import dtype_of, parse_size, size_steps
+from labcore.live.settings import check_env
 
 COLUMNS = ["op", "size", "count", "type", "redop", "root", "ranks", "backend", "placement",
            "time_us", "algbw", "busbw", "wrong", "note", "median_us", "repeat", "wrong_ranks"]
@@ -42,43 +44,60 @@ def rank_budget(cl) -> tuple[int, str]:
     return memory.per_rank_budget(kind, free, cl.world_size), where
 
 
-def plan_sizes(op: str, nranks: int, itemsize: int, budget: int, min_bytes=8, max_bytes=None,
+def plan_sizes(op: str, nranks: int, itemsize: int, budget: int | None, min_bytes=8, max_bytes=None,
                factor=2, step=None, check=True, where="host RAM") -> list[int]:
     """The requested sizes to measure, or an error naming the fix.
 
     Errors: a size that cannot fit in ``budget`` bytes per rank (MemoryError), and
     sizes that repeat or that give no rank any data (ValueError). With
     ``max_bytes=None`` the sweep goes up to 32 MiB, stopping early at the largest
-    size that fits.
+    size that fits. ``budget=None`` checks everything but memory (before the ranks
+    can say how much they have).
     """
     if _ops.canonical(op) == _ops.BARRIER:
+        parse_size(min_bytes)   # a barrier moves no data, but a size given is still read
+        if max_bytes is not None:
+            parse_size(max_bytes)
         return [0]
     checks.check_factor(factor)
     lo = parse_size(min_bytes)
     step = parse_size(step) if step is not None else None
     if max_bytes is None:
         sizes = size_steps(lo, max(lo, DEFAULT_MAX_BYTES), factor, step)
-        fitting = memory.largest_fitting(op, sizes, nranks, itemsize, budget, check)
-        if not fitting:
-            memory.require_fit(op, sizes[0], nranks, itemsize, budget, check, where)
-        sizes = fitting
+        if budget is not None:
+            fitting = memory.largest_fitting(op, sizes, nranks, itemsize, budget, check)
+            if not fitting:
+                memory.require_fit(op, sizes[0], nranks, itemsize, budget, check, where)
+            sizes = fitting
     else:
         sizes = size_steps(lo, parse_size(max_bytes), factor, step)
-        memory.require_fit(op, max(sizes), nranks, itemsize, budget, check, where)
+        if budget is not None:
+            memory.require_fit(op, max(sizes), nranks, itemsize, budget, check, where)
     checks.check_sizes(op, sizes, nranks, itemsize)
     return sizes
 
 
-def _validate(op, nranks, dtype, redop, root, warmup, iters, placements, repeats, slowdown):
+def _validate(op, nranks, dtype, redop, root, warmup, iters, placements, repeats, slowdown, check, corrupt,
+              timeout):
+    from labcore.live.cluster import check_timeout
+
     name = checks.check_collective(op, nranks, redop, root)
     _, torch_dtype = dtype_of(dtype)
     checks.check_counts(warmup, iters, repeats)
-    if isinstance(slowdown, bool) or not isinstance(slowdown, int) or slowdown < 1:
-        raise ValueError(f"slowdown must be a whole number >= 1 (calls per timed call), not {slowdown!r}")
-    bad = [p for p in placements if p not in PLACEMENTS]
-    if bad or not placements:
-        raise ValueError(f"placements must be a non-empty subset of {PLACEMENTS}, got {placements}")
-    return name, torch_dtype
+    for what, value, least in (("slowdown", slowdown, 1), ("corrupt", corrupt, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{what} must be a whole number >= {least}, not {value!r}")
+    if not isinstance(check, bool):
+        raise ValueError(f"check must be True or False, not {check!r}")
+    if timeout is not None:
+        check_timeout(timeout)
+    if isinstance(placements, str) or not all(isinstance(p, str) for p in placements):
+        raise ValueError(f"placements must be a tuple of placement names such as ('in-place',), not {placements!r}")
+    placements = tuple(placements)
+    if not placements or set(placements) - set(PLACEMENTS) or len(set(placements)) != len(placements):
+        raise ValueError(f"placements must name each of {PLACEMENTS} at most once (and one at least), "
+                         f"got {placements}")
+    return name, torch_dtype, placements
 
 
 def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, factor: float = 2,
@@ -139,14 +158,23 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
     True
     """
     from labcore.live.cluster import Cluster
+    from labcore.live.sysinfo import choose_backend
 
-    owned = isinstance(cluster, int) and not isinstance(cluster, bool)
-    nranks = checks.check_ranks(cluster) if owned else cluster.world_size
-    name, torch_dtype = _validate(op, nranks, dtype, redop, root, warmup, iters, tuple(placements),
-                                  repeats, slowdown)
-    # The sizes are checked now, before any rank starts (memory is checked once the ranks say
-    # how much they have).
-    plan_sizes(name, nranks, torch_dtype.itemsize, 1 << 62, min_bytes, max_bytes, factor, step, check)
+    owned = isinstance(cluster, numbers.Integral) and not isinstance(cluster, bool)
+    if not owned and not callable(getattr(cluster, "call", None)):
+        raise TypeError(f"sweep runs on a cluster (lc.Cluster, lc.EngineCluster) or a number of ranks to "
+                        f"start, not {type(cluster).__name__}")
+    nranks = checks.check_ranks(int(cluster)) if owned else cluster.world_size
+    cluster = nranks if owned else cluster
+    name, torch_dtype, placements = _validate(op, nranks, dtype, redop, root, warmup, iters, placements,
+                                              repeats, slowdown, check, corrupt, timeout)
+    env = check_env(env)
+    # Checked now, before any rank starts: what the backend can run, the sizes and, for ranks
+    # this call starts on the CPU, their memory (the ranks of a given cluster say how much they have).
+    backend = choose_backend(nranks, "auto") if owned else getattr(cluster, "backend", None)
+    checks.check_support(name, torch_dtype, redop, backend)
+    budget, where = memory.local_budget(nranks) if owned and backend == "gloo" else (None, "")
+    plan_sizes(name, nranks, torch_dtype.itemsize, budget, min_bytes, max_bytes, factor, step, check, where)
     if owned:
         cl = Cluster(cluster, env=env, show_output=False)
     elif env:
@@ -156,7 +184,7 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
         cl = cluster
     with (cl if owned else nullcontext(cl)):
         return _sweep_on(cl, name, torch_dtype, min_bytes, max_bytes, factor, step, dtype, redop, root,
-                         warmup, iters, tuple(placements), check, env, progress, timeout, corrupt,
+                         warmup, iters, placements, check, env, progress, timeout, corrupt,
                          repeats, slowdown)
 
 

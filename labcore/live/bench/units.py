@@ -23,6 +23,10 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _NUMBER = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf(?:inity)?|nan))",
                      re.IGNORECASE)
 
+# A sweep of more sizes than this is a slip of -i or -f (one of 8 B steps up to 1 GiB would
+# keep a list of 134 million sizes before measuring any).
+MAX_SIZES = 4096
+
 # nccl-tests' type names first; torch's names are accepted as aliases.
 DTYPES = {
     "int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32, "int64": torch.int64,
@@ -58,19 +62,28 @@ def parse_size(text) -> int:
     return int(value)
 
 
+def _too_many(count: int) -> ValueError:
+    return ValueError(f"this sweep would measure {count} sizes, more than the {MAX_SIZES} a sweep may have: "
+                      "use a larger step (-i) or factor (-f), or a narrower range (-b/-e)")
+
+
 def size_steps(min_bytes: int, max_bytes: int, factor: float | None = 2,
                step: int | None = None) -> list[int]:
     """Sizes from ``min_bytes`` to ``max_bytes``: times ``factor``, or plus ``step`` bytes.
 
     As nccl-tests' size loop: each size is the previous one times the factor (truncated
-    to whole bytes) or plus the step. A factor that would repeat a size is refused.
+    to whole bytes) or plus the step. A factor that would repeat a size, a step that is not
+    positive, and more than :data:`MAX_SIZES` sizes are refused.
     """
     if max_bytes < min_bytes:
         raise ValueError(f"the smallest size (-b, min_bytes={min_bytes}) is larger than the largest "
                          f"(-e, max_bytes={max_bytes}): swap them")
-    if step:
-        if step < 0:
+    if step is not None:
+        if step <= 0:
             raise ValueError(f"step (-i) must be a positive number of bytes, not {step}")
+        count = (max_bytes - min_bytes) // int(step) + 1
+        if count > MAX_SIZES:
+            raise _too_many(count)
         return list(range(min_bytes, max_bytes + 1, int(step)))
     if factor is None or not math.isfinite(factor) or factor <= 1:
         raise ValueError(f"factor (-f) must be a finite number above 1 (sizes multiply), or give a "
@@ -81,6 +94,8 @@ def size_steps(min_bytes: int, max_bytes: int, factor: float | None = 2,
     sizes, size = [], min_bytes
     while size <= max_bytes:
         sizes.append(size)
+        if len(sizes) > MAX_SIZES:
+            raise _too_many(f"over {MAX_SIZES}")
         nxt = int(size * factor)
         if nxt <= size:
             raise ValueError(f"factor (-f) {factor:g} repeats the size {size} ({size} x {factor:g} rounds "

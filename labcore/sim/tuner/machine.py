@@ -25,6 +25,8 @@ Example
 """
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, replace
 
 from labcore.sim.tuner.constants import PATH_TYPES, arch_index
@@ -34,6 +36,12 @@ CPU_VENDORS = ("intel", "amd", "zhaoxin", "mixed", "other")
 PATTERNS = {"balanced_tree": 1, "split_tree": 2, "tree": 3, "ring": 4, "nvls": 5, "collnet_direct": 6}
 GPU_ARCHS = {"volta": 70, "ampere": 80, "ada": 89, "hopper": 90, "blackwell": 100}
 MAXCHANNELS = 64   # src/include/device.h
+# Compute capabilities the model takes (NCCL writes 9.0 as 90); below, 9 for 9.0 is the likely slip.
+MIN_COMPCAP, MAX_COMPCAP = 30, 200
+
+
+def _whole(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -69,10 +77,14 @@ class Graph:
     def __post_init__(self):
         if self.bw_inter is None:
             object.__setattr__(self, "bw_inter", self.bw_intra)
-        if not isinstance(self.channels, int) or self.channels < 0:
+        if not _whole(self.channels) or self.channels < 0:
             raise ValueError(f"channels must be a whole number >= 0, not {self.channels!r}")
-        if self.bw_intra < 0 or self.bw_inter < 0:
-            raise ValueError("bandwidths are GB/s per channel and cannot be negative")
+        object.__setattr__(self, "channels", int(self.channels))
+        for name in ("bw_intra", "bw_inter", "latency_inter"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0 (GB/s per channel; latency in us), "
+                                 f"not {value!r}")
         for name in ("type_intra", "type_inter"):
             if getattr(self, name) not in PATH_TYPES:
                 raise ValueError(f"{name} must be one of {', '.join(PATH_TYPES)}; got {getattr(self, name)!r}")
@@ -136,16 +148,32 @@ class Machine:
     name: str = ""
 
     def __post_init__(self):
-        if not isinstance(self.ranks, int) or self.ranks < 1:
+        if not _whole(self.ranks) or self.ranks < 1:
             raise ValueError(f"ranks must be a whole number >= 1, not {self.ranks!r}")
-        if not isinstance(self.nodes, int) or self.nodes < 1 or self.ranks % self.nodes:
+        if not _whole(self.nodes) or self.nodes < 1 or self.ranks % self.nodes:
             raise ValueError(f"nodes must divide ranks ({self.ranks} ranks, {self.nodes!r} nodes): "
                              "NCCL's model assumes the same number of GPUs on every node")
+        object.__setattr__(self, "ranks", int(self.ranks))
+        object.__setattr__(self, "nodes", int(self.nodes))
         for name in ("gpu", "max_gpu"):
             value = getattr(self, name)
-            if value is not None and not isinstance(value, int) and value not in GPU_ARCHS:
-                raise ValueError(f"{name} must be a compute capability (e.g. 90) or one of "
-                                 f"{', '.join(GPU_ARCHS)}; got {value!r}")
+            if value is None or value in GPU_ARCHS:
+                continue
+            if not _whole(value) or not MIN_COMPCAP <= value < MAX_COMPCAP:
+                raise ValueError(f"{name} must be a compute capability written as NCCL does (90 for 9.0, "
+                                 f"from {MIN_COMPCAP}) or one of {', '.join(GPU_ARCHS)}; got {value!r}")
+        for name in ("ring", "tree"):
+            if not isinstance(getattr(self, name), Graph):
+                raise TypeError(f"{name} must be a Graph (the log's 'Pattern ...' line), not "
+                                f"{type(getattr(self, name)).__name__}")
+        for name in ("nvls", "collnet_chain", "collnet_direct"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), Graph):
+                raise TypeError(f"{name} must be a Graph or None, not {type(getattr(self, name)).__name__}")
+        for name in ("channels", "nvls_channels"):
+            value = getattr(self, name)
+            if value is not None and (not _whole(value) or not 1 <= value <= MAXCHANNELS):
+                raise ValueError(f"{name} must be a whole number from 1 to {MAXCHANNELS} (or None for "
+                                 f"NCCL's own), not {value!r}")
         if self.cpu_arch not in CPU_ARCHS:
             raise ValueError(f"cpu_arch must be one of {', '.join(CPU_ARCHS)}; got {self.cpu_arch!r}")
         if self.cpu_vendor not in CPU_VENDORS:
@@ -153,8 +181,10 @@ class Machine:
         if self.collnet and (self.collnet_chain is None or self.collnet_direct is None):
             raise ValueError("collnet=True needs the collnet_chain and collnet_direct graphs (from the log's "
                              "'Pattern 3'/'Pattern 6' lines)")
-        if not 1 <= self.min_ctas <= MAXCHANNELS or not 1 <= self.max_ctas <= MAXCHANNELS:
-            raise ValueError(f"min_ctas and max_ctas must be between 1 and {MAXCHANNELS}")
+        if (not _whole(self.min_ctas) or not _whole(self.max_ctas)
+                or not 1 <= self.min_ctas <= self.max_ctas <= MAXCHANNELS):
+            raise ValueError(f"min_ctas and max_ctas must be whole numbers with 1 <= min_ctas <= max_ctas <= "
+                             f"{MAXCHANNELS}, not {self.min_ctas!r} and {self.max_ctas!r}")
 
     # --- what NCCL derives --------------------------------------------------------------------
     @property
@@ -226,6 +256,15 @@ def graphs_from_log(graphs) -> dict[str, Graph]:
     >>> graphs_from_log(pd.DataFrame([row]))["ring"].type_intra
     'SYS'
     """
+    import pandas as pd
+
+    if not isinstance(graphs, pd.DataFrame):
+        raise TypeError(f"graphs_from_log takes the graphs DataFrame of labcore.live.nccl_log.parse(log).graphs, "
+                        f"not {type(graphs).__name__}")
+    missing = sorted({"pattern", "channels", "bw_intra", "bw_inter", "type_intra", "type_inter",
+                      "same_channels"} - set(graphs.columns))
+    if missing:
+        raise ValueError(f"the graphs lack the columns {missing}; pass labcore.live.nccl_log.parse(log).graphs")
     out = {}
     for r in graphs.to_dict("records"):
         out.setdefault(r["pattern"], Graph(int(r["channels"]), float(r["bw_intra"]), float(r["bw_inter"]),

@@ -27,6 +27,7 @@ Example
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -202,7 +203,6 @@ def _algo_disabled(a: str, m: Machine) -> str | None:
     return None
 
 
-@lru_cache(maxsize=256)
 def tune(machine: Machine, algo_env: str | None = None, proto_env: str | None = None) -> Tuned:
     """ncclTopoTuneModel for ``machine``, with ``NCCL_ALGO``/``NCCL_PROTO`` values if given.
 
@@ -213,6 +213,23 @@ def tune(machine: Machine, algo_env: str | None = None, proto_env: str | None = 
     >>> t.latency["AllReduce", "Ring", "LL"], round(t.bandwidth["AllReduce", "Ring", "LL"], 1)
     (15.0, 80.6)
     """
+    if not isinstance(machine, Machine):
+        raise TypeError(f"machine must be a tuner Machine, e.g. MACHINES['dgx_h100'] (one of "
+                        f"{', '.join(_machine_names())}), not {type(machine).__name__}")
+    for name, value in (("NCCL_ALGO", algo_env), ("NCCL_PROTO", proto_env)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} is a string such as 'Ring,Tree' or '^LL128', not {type(value).__name__}")
+    return _tune(machine, algo_env, proto_env)
+
+
+def _machine_names() -> list[str]:
+    from labcore.sim.tuner.machine import MACHINES
+
+    return sorted(MACHINES)
+
+
+@lru_cache(maxsize=256)
+def _tune(machine: Machine, algo_env: str | None, proto_env: str | None) -> Tuned:
     m = machine
     ai = C.arch_index(m.compcap)
     col = m.nodes - 1 if m.nodes <= 2 else 2
@@ -332,9 +349,7 @@ def options(op: str, nbytes: int, machine: Machine, algo_env: str | None = None,
     """
     if op not in C.OPS:
         raise ValueError(f"NCCL's tuner covers {', '.join(C.OPS)}; not {op!r}")
-    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, float)) or nbytes < 0 or nbytes != int(nbytes):
-        raise ValueError(f"nbytes must be a whole number of bytes >= 0, not {nbytes!r}")
-    nbytes = int(nbytes)
+    nbytes = check_nbytes(nbytes)
     f = C.OPS[op]
     m = machine
     t = tune(m, algo_env, proto_env)
@@ -353,6 +368,14 @@ def options(op: str, nbytes: int, machine: Machine, algo_env: str | None = None,
             lat, bw, note = _size_corrections(f, a, p, m, nbytes, lat, bw)
             out.append(Option(a, p, lat, bw, lat + nbytes / (1000 * bw), note))
     return out
+
+
+def check_nbytes(nbytes) -> int:
+    """``nbytes`` as an int, if it is a whole, finite number of bytes >= 0."""
+    if (isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Real) or not math.isfinite(nbytes)
+            or nbytes < 0 or nbytes != int(nbytes)):
+        raise ValueError(f"nbytes must be a whole number of bytes >= 0, not {nbytes!r}")
+    return int(nbytes)
 
 
 def _size_corrections(f, a, p, m: Machine, nbytes: int, lat: float, bw: float):
@@ -481,6 +504,10 @@ def ring_pipeline(op: str, nbytes: int, machine: Machine, protocol: str = "Simpl
     elif protocol == "LL128":
         chunk = chunk // 16 * 15
     chunk = chunk // C.GRAIN_BYTES[protocol] * C.GRAIN_BYTES[protocol]
+    nbytes = check_nbytes(nbytes)
+    if channels is not None and (isinstance(channels, bool) or not isinstance(channels, numbers.Integral)
+                                 or not 1 <= channels <= 64):
+        raise ValueError(f"channels must be a whole number from 1 to 64, not {channels!r}")
     if channels is None:
         channels = launch(op, nbytes, machine, algo_env="Ring", proto_env=protocol)["channels"]
     n = machine.ranks

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from labcore.sim.tuner import constants as C
 from labcore.sim.tuner.machine import Machine
-from labcore.sim.tuner.model import choose, options, tune
+from labcore.sim.tuner.model import check_nbytes, choose, options, tune
 
 
 def cost_table(op: str, nbytes: int, machine: Machine, *, algo_env: str | None = None,
@@ -109,10 +109,14 @@ def sweep(op: str, machine: Machine, sizes, *, algo_env: str | None = None, prot
     """
     import pandas as pd
 
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
+        raise TypeError(f"sizes must be a list of byte counts such as [1024, 1 << 20], not {sizes!r}")
     frames = []
-    for size in sizes:
-        t = cost_table(op, int(size), machine, algo_env=algo_env, proto_env=proto_env)
-        frames.append(t[t["available"]].assign(size=int(size)))
+    for size in map(check_nbytes, sizes):
+        t = cost_table(op, size, machine, algo_env=algo_env, proto_env=proto_env)
+        frames.append(t[t["available"]].assign(size=size))
+    if not frames:
+        raise ValueError("sizes is empty: give at least one byte count")
     cols = ["size", "algorithm", "protocol", "option", "latency_us", "algbw_gbs", "time_us", "chosen", "note"]
     return pd.concat(frames, ignore_index=True)[cols]
 
@@ -130,6 +134,11 @@ def crossovers(op: str, machine: Machine, min_bytes: int = 8, max_bytes: int = 1
     """
     def pick(size):
         return choose(op, size, machine, algo_env, proto_env).name
+
+    min_bytes, max_bytes = check_nbytes(min_bytes), check_nbytes(max_bytes)
+    if not 1 <= min_bytes < max_bytes:
+        raise ValueError(f"crossovers searches from min_bytes up to a larger max_bytes, from 1 byte (sizes double), "
+                         f"not {min_bytes} to {max_bytes}")
 
     out = []
     size, prev = min_bytes, pick(min_bytes)
