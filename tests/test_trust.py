@@ -348,3 +348,85 @@ def test_torch_distributed_debug_in_env_reaches_the_default_group():
 
     with lc.Cluster(2, backend="gloo", env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}) as cl:
         assert cl.run(level) == ["DebugLevel.DETAIL"] * 2
+
+
+# -- replies read against the deadline, and bounded ----------------------------------------
+
+def test_a_rank_that_stops_half_way_through_its_reply_is_a_timeout_not_a_hang():
+    def half_a_reply():
+        import gc
+        import os
+        import struct
+        import time
+        from multiprocessing.connection import Connection
+        if lc.rank_info().rank == 0:  # announce 100 MiB on the control pipe, send 1 KiB, go quiet
+            pipe = next(o for o in gc.get_objects() if isinstance(o, Connection) and o.readable and o.writable)
+            os.write(pipe.fileno(), struct.pack("!i", 100 << 20) + b"x" * 1024)
+            time.sleep(300)
+
+    with lc.Cluster(2, backend="gloo", timeout=3.0, show_output=False) as cl:
+        start = time.monotonic()
+        with pytest.raises(CollectiveTimeout):
+            cl.run(half_a_reply)
+        assert time.monotonic() - start < 3.0 + 20.0
+        assert cl.run(_whoami) == [0, 1]
+
+
+def test_a_reply_over_the_limit_is_refused_before_it_fills_memory():
+    def big():
+        import torch
+        return torch.zeros(8 << 20, dtype=torch.uint8)
+
+    with lc.Cluster(2, backend="gloo", reply_limit=1 << 20) as cl:
+        with pytest.raises(ClusterError, match=r"sending back [\d,]+ bytes, more than this cluster's reply_limit"):
+            cl.run(big)
+        assert cl.run(_whoami) == [0, 1]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"env": {"A=B": "1"}}, "cannot be one"), ({"env": ["A=1"]}, "env must map"),
+    ({"output_limit": 10**13}, "output_limit"), ({"reply_limit": 0}, "reply_limit must be a number of bytes"),
+])
+def test_cluster_settings_are_checked_before_any_rank_starts(kwargs, match):
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises((ValueError, TypeError), match=match):
+        lc.Cluster(2, backend="gloo", **kwargs)
+    assert {p.pid for p in psutil.Process().children(recursive=True)} - before <= before
+
+
+def test_numpy_integers_are_rank_counts():
+    import numpy as np
+
+    with lc.Cluster(np.int64(2), backend="gloo") as cl:
+        assert cl.world_size == 2 and type(cl.world_size) is int
+
+
+def test_a_stopped_rank_dies_with_a_killed_notebook_and_so_does_the_forkserver(tmp_path):
+    import signal
+
+    script = tmp_path / "parent.py"
+    script.write_text(textwrap.dedent("""
+        import time, psutil, labcore as lc
+        if __name__ == "__main__":
+            cl = lc.Cluster(2, backend="gloo", timeout=300)
+            kids = [p.pid for p in psutil.Process().children(recursive=True)]
+            print(" ".join(map(str, cl.pids)), "|", " ".join(map(str, kids)), flush=True)
+            cl.run(lambda: time.sleep(300))
+    """))
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        ranks, _, kids = parent.stdout.readline().partition("|")
+        ranks, kids = [int(p) for p in ranks.split()], [int(p) for p in kids.split()]
+        time.sleep(1.0)
+        os.kill(ranks[0], signal.SIGSTOP)  # it can no longer watch its lifeline
+        parent.kill()
+        parent.wait(10)
+        assert all(_gone(p, within=8.0) for p in kids), [p for p in kids if psutil.pid_exists(p)]
+    finally:
+        parent.kill()
+        parent.stdout.close()
+        for pid in ranks + kids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing as mp
+import numbers
 import os
 import signal
 import sys
@@ -20,7 +21,8 @@ from multiprocessing.connection import wait
 
 import cloudpickle
 
-from labcore.live import hang, output, scratch, source
+from labcore.live import hang, output, scratch, settings, source
+from labcore.live import replies as replies_
 from labcore.live.errors import ClusterError, CollectiveTimeout, HangReport, RankDied, RankError
 from labcore.live.sysinfo import check_world_size, choose_backend
 
@@ -50,7 +52,7 @@ def _context(start_method: str):
         raise ValueError(f"start_method must be 'forkserver' or 'spawn', not {start_method!r}")
     ctx = mp.get_context(start_method)
     if start_method == "forkserver":
-        ctx.set_forkserver_preload(["labcore.live.worker"])
+        ctx.set_forkserver_preload(["labcore.live.forkserver_guard", "labcore.live.worker"])
     return ctx
 
 
@@ -181,6 +183,9 @@ class Cluster:
         and the last half; what lies between is dropped and counted.
     oversubscribe : bool
         Start more ranks than the machine can hold anyway.
+    reply_limit : int
+        Bytes one rank's reply may take (256 MiB): a larger return value is refused as soon as
+        its size is known, before it fills the notebook's memory.
 
     A call returns only the replies to that call. Anything that leaves a call
     without a full, clean set of replies (an error, a dead rank, a hang, an
@@ -203,19 +208,20 @@ class Cluster:
 
     def __init__(self, world_size: int, backend: str = "auto", timeout: float = 60.0,
                  env: dict | None = None, start_method: str = "forkserver", show_output: bool = True,
-                 output_limit: int = 4 << 20, oversubscribe: bool = False):
+                 output_limit: int = 4 << 20, oversubscribe: bool = False, reply_limit: int = 256 << 20):
         if getattr(mp.current_process(), "_inheriting", False):
             print(f"labcore: a rank reached lc.Cluster(...) while importing the main module; {_MAIN_GUARD_FIX}.",
                   file=sys.stderr, flush=True)
             os._exit(_MAIN_GUARD_EXIT)
+        if isinstance(world_size, numbers.Integral) and not isinstance(world_size, bool):
+            world_size = int(world_size)  # numpy integers too
         if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
             raise ValueError(f"world_size must be a positive int (the number of ranks), not {world_size!r}")
         timeout = check_timeout(timeout)
-        if isinstance(output_limit, bool) or not isinstance(output_limit, int) or output_limit < 2:
-            raise ValueError(f"output_limit must be a number of bytes (an int of at least 2), not {output_limit!r}")
-        env = dict(env or {})
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-            raise TypeError("env must map variable names to string values, e.g. {'NCCL_DEBUG': 'INFO'}")
+        output_limit = settings.check_output_limit(output_limit)
+        if isinstance(reply_limit, bool) or not isinstance(reply_limit, int) or reply_limit < 1:
+            raise ValueError(f"reply_limit must be a number of bytes (an int of at least 1), not {reply_limit!r}")
+        env = settings.check_env(env)
         self._ctx = _context(start_method)
         self.backend = choose_backend(world_size, backend)
         check_world_size(world_size, self.backend, oversubscribe)
@@ -224,6 +230,7 @@ class Cluster:
         self.env = env
         self.show_output = show_output
         self.output_limit = output_limit
+        self.reply_limit = reply_limit
         self.restarts = 0
         self.last_output: list[tuple[str, str]] = []
         self._group: _Group | None = None
@@ -405,6 +412,7 @@ class Cluster:
         by_conn = {conn: r for r, conn in enumerate(group.conns)}
         by_sentinel = {p.sentinel: r for r, p in enumerate(group.procs)}
         by_output = {fd: r for r, out in enumerate(group.outputs) for fd in out.fds.values()}
+        streams = [replies_.ReplyStream(conn.fileno(), self.reply_limit) for conn in group.conns]
         deadline = time.monotonic() + timeout
         clean = False
         self._emitted = False
@@ -423,12 +431,12 @@ class Cluster:
                     if obj in by_output:
                         group.outputs[by_output[obj]].drain(obj)
                     elif obj in by_conn:
-                        self._receive(group, by_conn[obj], request_id, replies, errors)
+                        self._receive(group, streams, by_conn[obj], request_id, replies, errors)
                         if errors:
                             deadline = min(deadline, time.monotonic() + _ERROR_GRACE_S)
                     elif by_sentinel[obj] not in replies and not group.conns[by_sentinel[obj]].poll():
                         self._died(by_sentinel[obj])
-            clean = not errors or len(replies) == n
+            clean = (not errors or len(replies) == n) and not any(s.partial for s in streams)
         except KeyboardInterrupt:
             self._fault = "the previous call was interrupted"
             raise
@@ -454,20 +462,31 @@ class Cluster:
             raise RankError(errors, restarted=self._group is None)
         return self._unpack_all(replies)
 
-    def _receive(self, group: _Group, rank: int, request_id: int, replies: dict, errors: dict) -> None:
+    def _receive(self, group: _Group, streams: list, rank: int, request_id: int, replies: dict,
+                 errors: dict) -> None:
         try:
-            message = group.conns[rank].recv()
-        except (EOFError, OSError):
+            messages = streams[rank].read()
+        except replies_.ReplyTooLarge as big:
+            self._fault = f"rank {rank}'s reply was over the reply limit"
+            raise ClusterError(
+                f"rank {rank} is sending back {big.nbytes:,} bytes, more than this cluster's reply_limit "
+                f"({self.reply_limit:,} bytes): return less (a summary, a slice), or save it to a file on "
+                "the rank and load it here; lc.Cluster(..., reply_limit=...) raises the limit. "
+                "The next call starts a fresh group.") from None
+        except OSError:
+            messages = None
+        if messages is None:  # end of file: the rank is gone
             group.procs[rank].join(1.0)
             self._died(rank)
-        if not (isinstance(message, tuple) and len(message) == 5 and message[0] == request_id
-                and message[1] == group.procs[rank].pid):
-            return  # not this rank's answer to this request (a stale reply, or a forked child): drop it
-        _, _, status, body, intact = message
-        replies[rank] = (status, body, intact)
-        if status != "ok":
-            name, text, tb = body
-            errors[rank] = (name, text, source.restore_frames(tb, self._origins))
+        for message in messages:
+            if not (isinstance(message, tuple) and len(message) == 5 and message[0] == request_id
+                    and message[1] == group.procs[rank].pid):
+                continue  # not this rank's answer to this request (a stale reply, a forked child): drop it
+            _, _, status, body, intact = message
+            replies[rank] = (status, body, intact)
+            if status != "ok":
+                name, text, tb = body
+                errors[rank] = (name, text, source.restore_frames(tb, self._origins))
 
     def _unpack_all(self, replies: dict) -> list:
         results, failed = [], None

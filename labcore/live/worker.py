@@ -85,13 +85,16 @@ def _to_cpu(value):
 
 
 _cell_numbers = itertools.count(1)
+_KEPT_CELLS = 200  # sources of the latest cells stay quotable; older ones are let go
 
 
 def _exec_cell(source: str, namespace: dict):
     """Run a ``%%ranks`` cell in this rank's namespace; return the last expression's value, like IPython."""
-    filename = f"<%%ranks cell {next(_cell_numbers)}>"
+    number = next(_cell_numbers)
+    filename = f"<%%ranks cell {number}>"
     # Registered so tracebacks and hang reports can quote the cell's lines.
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    linecache.cache.pop(f"<%%ranks cell {number - _KEPT_CELLS}>", None)
     tree = ast.parse(source, filename=filename)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
@@ -178,6 +181,8 @@ def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: st
     os.register_at_fork(after_in_child=conn.close)  # forked children cannot use the control pipe
     # Jupyter interrupts the kernel's whole process group; the parent decides what a rank does.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for inherited in (signal.SIGTERM, signal.SIGUSR2):  # the forkserver's handlers are not a rank's
+        signal.signal(inherited, signal.SIG_DFL)
     _redirect_output(stdout, stderr)
     stack_file = open(os.path.join(run_dir, f"rank{rank}.stack"), "w")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
