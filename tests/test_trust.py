@@ -430,3 +430,46 @@ def test_a_stopped_rank_dies_with_a_killed_notebook_and_so_does_the_forkserver(t
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+
+
+def _all_reduce_one():
+    import torch
+    import torch.distributed as dist
+
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    return t.item()
+
+
+@pytest.mark.parametrize("request_size", ["large", "small"])
+def test_a_stopped_rank_holds_no_call_past_its_timeout(request_size):
+    import signal
+
+    import numpy as np
+
+    with lc.Cluster(2, backend="gloo", timeout=2.0) as cl:
+        pids = list(cl.pids)
+        os.kill(pids[1], signal.SIGSTOP)
+        try:
+            start = time.monotonic()
+            with pytest.raises(CollectiveTimeout) as err:
+                if request_size == "large":  # far more than a pipe holds: the request itself waits
+                    cl.push(big=np.zeros(8 << 20))
+                else:
+                    cl.run(_all_reduce_one)
+            assert time.monotonic() - start < 2.0 + 4.0
+            report = err.value.report
+            if request_size == "large":
+                assert report.unreached == [1] and 1 not in report.stuck
+                assert "never read the call from its pipe" in str(report)
+            else:
+                assert report.stuck[0].collective == "all_reduce"
+                assert "no stack dump" in str(report.stuck[1])
+            assert "finished while others wait" not in str(report)
+        finally:
+            try:
+                os.kill(pids[1], signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        assert _gone(pids[1])
+        assert cl.run(_all_reduce_one) == [2.0, 2.0]

@@ -17,12 +17,11 @@ import sys
 import threading
 import time
 import weakref
-from multiprocessing.connection import wait
 
 import cloudpickle
 
 from labcore.live import hang, output, scratch, settings, source
-from labcore.live import replies as replies_
+from labcore.live import control
 from labcore.live.errors import ClusterError, CollectiveTimeout, HangReport, RankDied, RankError
 from labcore.live.sysinfo import check_world_size, choose_backend
 
@@ -83,6 +82,7 @@ class _Group:
                           world_size, backend, self.run_dir, os.getpid(), timeout, env))
                 proc.start()
                 child_end.close()
+                os.set_blocking(parent_end.fileno(), False)  # requests are written against the deadline
                 out.close_writers()
                 self.procs.append(proc)
                 self.conns.append(parent_end)
@@ -258,7 +258,7 @@ class Cluster:
         self._group = group
         self._finalizer = weakref.finalize(self, _stop_quietly, group)
         try:
-            self._collect(0, _START_TIMEOUT_S)
+            self._collect(0, control.Outbox(b"", []), _START_TIMEOUT_S)  # each rank says it is ready
         except ClusterError as exc:
             self._discard()
             self._fault = None
@@ -390,17 +390,16 @@ class Cluster:
             self._ensure_running()
             self._origins = origins or {}
             self._request_id += 1
-            for conn in self._group.conns:
-                try:
-                    conn.send((self._request_id, kind, payload))
-                except (OSError, ValueError):
-                    pass  # that rank is gone; _collect sees its sentinel
-            return self._collect(self._request_id, timeout)
+            outbox = control.Outbox(control.frame((self._request_id, kind, payload)),
+                                    [conn.fileno() for conn in self._group.conns])
+            for fd in outbox.unsent():
+                outbox.write(fd)  # a short request to ranks that are reading goes out at once
+            return self._collect(self._request_id, outbox, timeout)
         finally:
             self._lock.release()
 
-    def _collect(self, request_id: int, timeout: float) -> list:
-        """Wait for every rank's reply to ``request_id``, watching processes and output as well.
+    def _collect(self, request_id: int, outbox: control.Outbox, timeout: float) -> list:
+        """Finish sending ``outbox``; wait for every rank's reply to it, watching processes and output.
 
         Anything but a full, clean set of replies leaves with the group discarded,
         so no later call can read a reply meant for this one.
@@ -412,7 +411,8 @@ class Cluster:
         by_conn = {conn: r for r, conn in enumerate(group.conns)}
         by_sentinel = {p.sentinel: r for r, p in enumerate(group.procs)}
         by_output = {fd: r for r, out in enumerate(group.outputs) for fd in out.fds.values()}
-        streams = [replies_.ReplyStream(conn.fileno(), self.reply_limit) for conn in group.conns]
+        by_fd = {conn.fileno(): r for r, conn in enumerate(group.conns)}
+        streams = [control.ReplyStream(conn.fileno(), self.reply_limit) for conn in group.conns]
         deadline = time.monotonic() + timeout
         clean = False
         self._emitted = False
@@ -422,11 +422,15 @@ class Cluster:
                 if remaining <= 0:
                     if errors:
                         break
-                    self._hang(timeout, sorted(replies), sorted(set(range(n)) - set(replies)))
+                    unreached = sorted(by_fd[fd] for fd in outbox.unsent())
+                    self._hang(timeout, sorted(replies),
+                               sorted(set(range(n)) - set(replies) - set(unreached)), unreached)
                 pending = [r for r in range(n) if r not in replies]
                 watched = ([group.conns[r] for r in pending] + [group.procs[r].sentinel for r in pending]
                            + [fd for fd, r in by_output.items() if fd in group.outputs[r].fds.values()])
-                ready = wait(watched, timeout=remaining)
+                ready, writable = control.wait(watched, outbox.unsent(), remaining)
+                for fd in writable:
+                    outbox.write(fd)
                 for obj in sorted(ready, key=lambda o: o in by_sentinel):  # replies before deaths
                     if obj in by_output:
                         group.outputs[by_output[obj]].drain(obj)
@@ -466,7 +470,7 @@ class Cluster:
                  errors: dict) -> None:
         try:
             messages = streams[rank].read()
-        except replies_.ReplyTooLarge as big:
+        except control.ReplyTooLarge as big:
             self._fault = f"rank {rank}'s reply was over the reply limit"
             raise ClusterError(
                 f"rank {rank} is sending back {big.nbytes:,} bytes, more than this cluster's reply_limit "
@@ -514,10 +518,11 @@ class Cluster:
         self._fault = f"rank {rank} died"
         raise RankDied(rank, code, out[rank][0] + out[rank][1] if out else "")
 
-    def _hang(self, timeout: float, finished: list[int], stuck: list[int]):
+    def _hang(self, timeout: float, finished: list[int], stuck: list[int], unreached: list[int]):
         dumps = self._group.stack_dumps(stuck)
         report = HangReport(timeout, finished,
-                            {r: hang.summarize(source.restore_frames(dumps[r], self._origins)) for r in stuck})
+                            {r: hang.summarize(source.restore_frames(dumps[r], self._origins)) for r in stuck},
+                            unreached)
         self._fault = "the previous call timed out"
         raise CollectiveTimeout(report)
 

@@ -63,22 +63,26 @@ class HangReport:
     timeout_s: float
     finished: list[int]
     stuck: dict[int, "object"] = field(default_factory=dict)  # rank -> labcore.live.hang.StackSummary
+    unreached: list[int] = field(default_factory=list)  # ranks that never took the whole request
 
     def __str__(self) -> str:
-        lines = [f"No reply from {len(self.stuck)} of {len(self.finished) + len(self.stuck)} ranks "
-                 f"after {self.timeout_s:g} s.",
+        silent = len(self.stuck) + len(self.unreached)
+        lines = [f"No reply from {silent} of {len(self.finished) + silent} ranks after {self.timeout_s:g} s.",
                  f"  finished: {self.finished or 'none'}"]
         for rank, where in sorted(self.stuck.items()):
             lines.append(f"  rank {rank}: {where}")
+        for rank in self.unreached:
+            lines.append(f"  rank {rank}: never read the call from its pipe (is the process stopped, by "
+                         "SIGSTOP, Ctrl-Z or a debugger?)")
         collectives = {where.collective for where in self.stuck.values() if where.collective}
         if len(collectives) > 1:
             lines.append("Ranks are waiting in different collectives: every rank must call the "
                          "same collectives in the same order.")
-        elif not collectives:
+        elif not collectives and self.stuck:
             lines.append("No stuck rank is inside a collective: they are running Python code (a long "
                          "loop, a sleep?). If the work is just slow, raise the timeout: "
                          "Cluster(..., timeout=s) or cl.call(fn, timeout=s).")
-        elif self.finished:
+        elif collectives and self.finished:
             lines.append("Some ranks finished while others wait: a collective or recv that not "
                          "every rank reached (or that no rank sends to).")
         return "\n".join(lines)

@@ -18,6 +18,8 @@ class StackSummary:
     stack: str
 
     def __str__(self) -> str:
+        if not self.stack:  # faulthandler answers even inside C code, so the process did not run
+            return "gave no stack dump (is the process stopped, by SIGSTOP, Ctrl-Z or a debugger?)"
         where = f"in {self.collective}()" if self.collective else "not in a torch.distributed call"
         if self.user_frame:
             where += f", called from {self.user_frame}"

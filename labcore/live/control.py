@@ -1,0 +1,116 @@
+"""The control pipes to the ranks, written and read a chunk at a time against the call's deadline.
+
+``Connection.send`` blocks until a rank has taken the whole request and ``Connection.recv``
+until a whole reply is in, so a rank that is stopped (SIGSTOP, a debugger) or that stops
+half-way through a large result would hold the notebook past any timeout. The notebook's ends
+of the pipes are non-blocking instead: a request is written as far as each pipe takes it
+whenever it is ready, and replies are cut out of whatever the pipe holds (multiprocessing's
+framing, which the ranks' ``Connection`` reads and writes: a 4-byte signed length, or -1 and an
+8-byte length, then the pickle). A reply larger than the cluster's ``reply_limit`` is refused
+as soon as its length is known, before the bytes pile up in memory.
+"""
+from __future__ import annotations
+
+import os
+import selectors
+import struct
+from multiprocessing.reduction import ForkingPickler
+
+_CHUNK = 1 << 20
+_SHORT = 0x7FFFFFFF  # longest message with a 4-byte length
+# poll costs one system call a wait where epoll costs several (multiprocessing's wait chooses it too)
+_Selector = getattr(selectors, "PollSelector", selectors.SelectSelector)
+
+
+def frame(message) -> bytes:
+    """``message`` pickled and framed as ``Connection.send`` writes it."""
+    body = ForkingPickler.dumps(message)
+    head = struct.pack("!i", len(body)) if len(body) <= _SHORT else struct.pack("!iQ", -1, len(body))
+    return head + body
+
+
+class Outbox:
+    """One request on its way to every rank, written as far as each pipe takes it."""
+
+    def __init__(self, data: bytes, fds: list[int]):
+        self.data = memoryview(data)
+        self.sent = {fd: 0 for fd in fds}
+
+    def write(self, fd: int) -> None:
+        """Write what the pipe takes now; a pipe whose rank is gone counts as written (its
+        process sentinel reports the death)."""
+        start = self.sent[fd]
+        try:
+            self.sent[fd] += os.write(fd, self.data[start:start + _CHUNK])
+        except BlockingIOError:
+            pass
+        except OSError:
+            self.sent[fd] = len(self.data)
+
+    def unsent(self) -> list[int]:
+        """The pipes that have not yet taken the whole request."""
+        return [fd for fd, n in self.sent.items() if n < len(self.data)]
+
+
+def wait(readers: list, writers: list[int], timeout: float) -> tuple[list, list[int]]:
+    """Like ``multiprocessing.connection.wait``, also for pipes ready to take more bytes.
+
+    ``readers`` are connections or file descriptors; returns the readers ready to read and
+    the descriptors of ``writers`` ready to write.
+    """
+    events: dict[int, list] = {}
+    for obj in readers:
+        events[obj if isinstance(obj, int) else obj.fileno()] = [selectors.EVENT_READ, obj]
+    for fd in writers:
+        events.setdefault(fd, [0, None])[0] |= selectors.EVENT_WRITE
+    with _Selector() as selector:
+        for fd, (mask, obj) in events.items():
+            selector.register(fd, mask, obj)
+        ready = selector.select(max(timeout, 0.0))
+    return ([key.data for key, mask in ready if mask & selectors.EVENT_READ],
+            [key.fd for key, mask in ready if mask & selectors.EVENT_WRITE])
+
+
+class ReplyTooLarge(Exception):
+    """A rank announced a reply larger than the limit (``nbytes``)."""
+
+    def __init__(self, nbytes: int):
+        super().__init__(nbytes)
+        self.nbytes = nbytes
+
+
+class ReplyStream:
+    """The bytes a rank has sent on its control pipe, cut into messages."""
+
+    def __init__(self, fd: int, limit: int):
+        self.fd, self.limit = fd, limit
+        self.buffer = bytearray()
+
+    def read(self) -> list | None:
+        """Read what the pipe holds; the messages now complete, or None at end of file."""
+        try:
+            data = os.read(self.fd, _CHUNK)
+        except BlockingIOError:
+            return []
+        if not data:
+            return None
+        self.buffer += data
+        messages = []
+        while len(self.buffer) >= 4:
+            size, head = struct.unpack("!i", self.buffer[:4])[0], 4
+            if size == -1:
+                if len(self.buffer) < 12:
+                    break
+                size, head = struct.unpack("!Q", self.buffer[4:12])[0], 12
+            if size > self.limit:
+                raise ReplyTooLarge(size)
+            if len(self.buffer) < head + size:
+                break
+            messages.append(ForkingPickler.loads(bytes(self.buffer[head:head + size])))
+            del self.buffer[:head + size]
+        return messages
+
+    @property
+    def partial(self) -> bool:
+        """Whether part of a message is still on its way."""
+        return bool(self.buffer)
