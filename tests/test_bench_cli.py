@@ -103,6 +103,8 @@ BAD = [
     (["--json", "/nonexistent/folder/sweep.json"], "cannot write /nonexistent/folder/sweep.json"),
     (["--baseline", "/nonexistent/base.json"], "no baseline at /nonexistent/base.json"),
     (["--tolerance", "-1"], "--tolerance"),
+    (["--timeout", "0"], "timeout must be a finite, positive number"),
+    (["--timeout", "1e7"], "timeout must be at most a week"),
 ]
 
 

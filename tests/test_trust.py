@@ -12,6 +12,7 @@ import textwrap
 import threading
 import time
 
+import numpy as np
 import psutil
 import pytest
 
@@ -104,6 +105,20 @@ def test_ranks_magic_refuses_bad_timeouts(bad):
         magic.parse_line(f"2 --timeout {bad}")
 
 
+@pytest.mark.parametrize("huge", [1e7, 1e12, 1e308])
+def test_timeouts_longer_than_a_week_are_refused_before_anything_is_sent(cluster, huge):
+    pids = cluster.pids
+    for attempt in (lambda: cluster.call(_whoami, timeout=huge), lambda: lc.Cluster(2, timeout=huge),
+                    lambda: setattr(cluster, "timeout", huge)):
+        with pytest.raises(ValueError, match="at most a week"):
+            attempt()
+    with pytest.raises(ValueError, match="--timeout.*at most a week"):
+        magic.parse_line(f"2 --timeout {huge}")
+    assert cluster.call(_whoami, timeout=7 * 24 * 3600) == list(range(cluster.world_size))
+    assert cluster.call(_whoami, timeout=np.int64(30)) == list(range(cluster.world_size))
+    assert cluster.pids == pids and cluster.restarts == 0
+
+
 def test_two_threads_never_see_each_others_results():
     def slow(tag):
         import time
@@ -131,6 +146,27 @@ def test_a_process_a_rank_forks_cannot_answer_for_it(cluster):
     assert cluster.run(_whoami) == list(range(cluster.world_size))
     ranks = [psutil.Process(p) for p in cluster.pids]
     assert all(_gone(kid.pid) for r in ranks for kid in r.children())  # the children exited at once
+
+
+@pytest.mark.parametrize("garbage", [b"\x00\x00\x00\x05junk!", b"\xff\xff\xff\xf0"], ids=["not a pickle",
+                                                                                              "bad length"])
+def test_bytes_written_into_a_ranks_pipe_are_refused_and_replace_the_group(cluster, garbage):
+    def scribble(garbage):
+        import gc
+        import os
+        from multiprocessing.connection import Connection
+
+        if lc.rank_info().rank == 0:
+            for conn in (o for o in gc.get_objects() if isinstance(o, Connection) and not o.closed):
+                if conn.writable and conn.readable:  # the control pipe (the lifeline reads only)
+                    os.write(conn.fileno(), garbage)
+        return "done"
+
+    pids = cluster.pids
+    with pytest.raises(ClusterError, match="rank 0's control pipe held bytes that are not a reply"):
+        cluster.run(scribble, garbage)
+    assert cluster.run(_whoami) == list(range(cluster.world_size))
+    assert cluster.restarts == 1 and not set(cluster.pids) & set(pids)
 
 
 def test_unpicklable_return_value_is_named_as_such(cluster):

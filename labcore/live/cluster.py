@@ -35,11 +35,19 @@ _MAIN_GUARD_FIX = ("in a script, create the cluster under `if __name__ == \"__ma
                    "with forkserver or spawn, which import the script's main module)")
 
 
+# a week: the system's waits (poll takes milliseconds in a C int, 24.8 days) and gloo's own
+# timeout hold it, and no lesson needs a call that runs longer
+MAX_TIMEOUT_S = 7 * 24 * 3600
+
+
 def check_timeout(value, what: str = "timeout") -> float:
-    """``value`` as seconds, or a ValueError naming ``what`` when it is not finite and positive."""
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+    """``value`` as seconds, or a ValueError naming ``what`` when it is not in (0, a week]."""
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
             or value <= 0):
         raise ValueError(f"{what} must be a finite, positive number of seconds (e.g. 30), not {value!r}")
+    if value > MAX_TIMEOUT_S:
+        raise ValueError(f"{what} must be at most a week ({MAX_TIMEOUT_S} s), not {value!r}: a call "
+                         "that may run longer is better split into shorter ones")
     return float(value)
 
 
@@ -476,6 +484,12 @@ class Cluster:
                 f"rank {rank} is sending back {big.nbytes:,} bytes, more than this cluster's reply_limit "
                 f"({self.reply_limit:,} bytes): return less (a summary, a slice), or save it to a file on "
                 "the rank and load it here; lc.Cluster(..., reply_limit=...) raises the limit. "
+                "The next call starts a fresh group.") from None
+        except control.ReplyGarbled as garbled:
+            self._fault = f"rank {rank}'s control pipe was written to by something else"
+            raise ClusterError(
+                f"rank {rank}'s control pipe held bytes that are not a reply ({garbled}): code on the rank, "
+                "or a process it started, wrote to the pipe the cluster talks through. "
                 "The next call starts a fresh group.") from None
         except OSError:
             messages = None

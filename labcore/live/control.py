@@ -79,6 +79,10 @@ class ReplyTooLarge(Exception):
         self.nbytes = nbytes
 
 
+class ReplyGarbled(Exception):
+    """The pipe held bytes that are not a framed pickle (something else wrote to it)."""
+
+
 class ReplyStream:
     """The bytes a rank has sent on its control pipe, cut into messages."""
 
@@ -102,11 +106,16 @@ class ReplyStream:
                 if len(self.buffer) < 12:
                     break
                 size, head = struct.unpack("!Q", self.buffer[4:12])[0], 12
+            if size < 0:
+                raise ReplyGarbled(f"a message length of {size}")
             if size > self.limit:
                 raise ReplyTooLarge(size)
             if len(self.buffer) < head + size:
                 break
-            messages.append(ForkingPickler.loads(bytes(self.buffer[head:head + size])))
+            try:
+                messages.append(ForkingPickler.loads(bytes(self.buffer[head:head + size])))
+            except Exception as exc:  # a rank's replies always load: their bodies stay cloudpickled
+                raise ReplyGarbled(f"{type(exc).__name__}: {exc}") from None
             del self.buffer[:head + size]
         return messages
 

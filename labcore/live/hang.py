@@ -19,7 +19,8 @@ class StackSummary:
 
     def __str__(self) -> str:
         if not self.stack:  # faulthandler answers even inside C code, so the process did not run
-            return "gave no stack dump (is the process stopped, by SIGSTOP, Ctrl-Z or a debugger?)"
+            return ("gave no stack dump (is the process stopped, by SIGSTOP, Ctrl-Z or a debugger, "
+                    "or did its code take over SIGUSR1?)")
         where = f"in {self.collective}()" if self.collective else "not in a torch.distributed call"
         if self.user_frame:
             where += f", called from {self.user_frame}"

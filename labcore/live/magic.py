@@ -70,10 +70,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def _seconds(text: str) -> float:
     try:
-        return check_timeout(float(text), "--timeout")
+        seconds = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"must be a finite, positive number of seconds (e.g. --timeout 30), not {text!r}") from None
+    try:
+        return check_timeout(seconds, "--timeout")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--timeout ")) from None
 
 
 def parse_line(line: str) -> argparse.Namespace:
