@@ -91,7 +91,7 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
     best, schedules = None, {}
     for algo in candidates:
         for proto in _protocols(topo, algo, protocol):
-            view = topo if proto is None else topo.with_protocol(proto)
+            view = topo if proto is None else topo.with_protocol(proto, algo)
             opts = _options(op, algo, ranks, nbytes, topo, view, options)
             key = (algo, tuple(sorted((k, str(v)) for k, v in opts.items())))
             if key not in schedules:

@@ -24,6 +24,7 @@ import numpy as np
 
 from labcore.sim.schedules import ALGORITHMS
 from labcore.sim.topology import Cluster, Graph, Link, Protocol, Topology, Uniform
+from labcore.sim.tuner.constants import BASE_LATENCY, HW_LATENCY, PROTOCOLS
 
 # --- published numbers used by the presets -------------------------------------------------
 # NVLink 4 on H100 SXM: 18 links x 25 GB/s per direction = 450 GB/s per direction (NVIDIA H100
@@ -34,12 +35,22 @@ H100_NVLINK_BW = 450e9
 NVLINK_EFFICIENCY = 370 / 450
 # NCCL's NVLS bandwidth efficiency on Hopper (NCCL 2.30.7 src/graph/tuning.cc: 0.85).
 NVLS_EFFICIENCY_HOPPER = 0.85
-# NCCL 2.30.7 src/graph/tuning.cc, Ring algorithm: base latency and per-hop hardware latency (us)
-# for the LL, LL128 and Simple protocols, by link type.
-NCCL_RING_BASE_S = {"LL": 6.6e-6, "LL128": 14.0e-6, "Simple": 8.4e-6}
-NCCL_RING_HOP_S = {"LL": {"nvlink": 0.6e-6, "pci": 1.0e-6, "net": 2.7e-6},
-                   "LL128": {"nvlink": 1.9e-6, "pci": 2.5e-6, "net": 4.0e-6},
-                   "Simple": {"nvlink": 3.4e-6, "pci": 5.7e-6, "net": 14.0e-6}}
+# NCCL 2.30.7 src/graph/tuning.cc (the tuner's port, labcore.sim.tuner.constants): base latency and
+# per-hop hardware latency (s) of the Ring and the Tree algorithms for the LL, LL128 and Simple
+# protocols, by link type. Ring LL, for one: 6.6 us, and 0.6 / 1.0 / 2.7 us a hop over NVLink / PCI
+# / the network; Tree LL: 6.8 us, and 0.6 / 1.0 / 5.0 us.
+_LINK_KINDS = {"nvlink": "NVLINK", "pci": "PCI", "net": "NET"}
+
+
+def _nccl_latencies(algorithm: str) -> tuple[dict, dict]:
+    base = {p: v / 1e6 for p, v in zip(PROTOCOLS, BASE_LATENCY[algorithm])}
+    hops = {p: {kind: HW_LATENCY[hw][algorithm][i] / 1e6 for kind, hw in _LINK_KINDS.items()}
+            for i, p in enumerate(PROTOCOLS)}
+    return base, hops
+
+
+NCCL_RING_BASE_S, NCCL_RING_HOP_S = _nccl_latencies("Ring")
+NCCL_TREE_BASE_S, NCCL_TREE_HOP_S = _nccl_latencies("Tree")
 # ... and NVLS (Simple only): 25 us on NVLink (its whole latency: NVLS has no base latency).
 NCCL_NVLS_LATENCY_S = 25e-6
 # NCCL 2.30.7 tuning.cc: LL moves 8 bytes of data with 8 of flags (x0.5 of the bandwidth) and is
@@ -73,7 +84,10 @@ def _ring_protocols(nvlink_fraction_ll: float) -> dict:
            "Simple": {}}
     runs = {"LL": ("ring", "chain", "tree", "double_tree"), "LL128": ("ring", "chain", "tree", "double_tree"),
             "Simple": tuple(sorted({a for table in ALGORITHMS.values() for a in table} - {"nvls"}))}
-    return {name: Protocol(name, NCCL_RING_BASE_S[name], NCCL_RING_HOP_S[name], eff[name], algorithms=runs[name])
+    # NCCL's trees (its Tree algorithm: the simulator's tree and double tree) pay Tree latencies
+    tree = (NCCL_TREE_BASE_S, NCCL_TREE_HOP_S)
+    return {name: Protocol(name, NCCL_RING_BASE_S[name], NCCL_RING_HOP_S[name], eff[name], algorithms=runs[name],
+                           latency_by_algorithm={a: (tree[0][name], tree[1][name]) for a in ("tree", "double_tree")})
             for name in ("LL", "LL128", "Simple")}
 
 

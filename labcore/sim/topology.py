@@ -51,6 +51,8 @@ class Protocol:
     piece_bytes, max_pieces : how pipelined algorithms cut the buffer: one piece per
         ``piece_bytes``, at most ``max_pieces`` (see :meth:`pieces`).
     algorithms : the simulator's algorithms that can run with this protocol (empty: all).
+    latency_by_algorithm : ``{algorithm: (launch_s, hop_s)}`` for algorithms whose start-up and
+        hop latencies differ from the protocol's (NCCL's trees have latencies of their own).
 
     Example
     -------
@@ -66,6 +68,7 @@ class Protocol:
     piece_bytes: int = 512 << 10
     max_pieces: int = 256
     algorithms: tuple = ()
+    latency_by_algorithm: dict = field(default_factory=dict)
 
     def pieces(self, nbytes: float) -> int:
         """Pipeline pieces for ``nbytes``: one per ``piece_bytes``, between 1 and ``max_pieces``."""
@@ -158,17 +161,19 @@ class Topology:
         """(channels, ranks) the ring of every channel; here every channel uses 0, 1, ..., ranks-1."""
         return np.tile(np.arange(self.ranks), (channels, 1))
 
-    def with_protocol(self, name: str) -> "Topology":
-        """This machine as protocol ``name`` sees it: its start-up, hop latencies and bandwidths."""
+    def with_protocol(self, name: str, algorithm: str | None = None) -> "Topology":
+        """This machine as protocol ``name`` sees it (running ``algorithm``, when the protocol's
+        latencies depend on it): its start-up, hop latencies and bandwidths."""
         if name not in self.protocols:
             have = ", ".join(self.protocols) or "none"
             raise ValueError(f"topology {self.name!r} describes no protocol {name!r} (it has: {have})")
         proto = self.protocols[name]
+        launch_s, hop_s = proto.latency_by_algorithm.get(algorithm, (proto.launch_s, proto.hop_s))
         kinds = self.link_kind
         other = copy.copy(self)
-        other.latency = np.array([proto.hop_s.get(k, 0.0) / 2 for k in kinds.tolist()]) if kinds.size else self.latency
+        other.latency = np.array([hop_s.get(k, 0.0) / 2 for k in kinds.tolist()]) if kinds.size else self.latency
         other.bandwidth = self.bandwidth * np.array([proto.efficiency.get(k, 1.0) for k in kinds.tolist()])
-        other.launch_s, other.protocol, other.step_s = proto.launch_s, name, proto.step_s
+        other.launch_s, other.protocol, other.step_s = launch_s, name, proto.step_s
         return other
 
     @property
