@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import labcore.sim as sim
-from labcore.sim import cost
+from labcore.sim import cost, tuner
 from labcore.sim.trees import depths, nccl_tree_parents
 
 
@@ -39,9 +39,14 @@ def test_hierarchical_and_tree_across_nodes_land_near_nccl():
     topo = sim.topologies.multinode(4, 8)
     hier = sim.simulate("all_reduce", "hierarchical", 32, 8 << 30, topology=topo, values=False)
     tree = sim.simulate("all_reduce", "double_tree", 32, 8 << 30, topology=topo, values=False)
-    # nccl-tests#309: 4 nodes of 8 H100 with 8 x 400 Gb/s, NCCL's own choice, 365 GB/s at 16 GiB
-    for trace in (hier, tree):
-        assert 330 < trace.busbw < 420, trace.schedule.algorithm
+    ring = sim.simulate("all_reduce", "ring", 32, 8 << 30, topology=topo, values=False)
+    # nccl-tests#309: 4 nodes of 8 H100 with 8 x 400 Gb/s, NCCL's own choice (a ring), 365 GB/s at 16 GiB
+    assert 330 < hier.busbw < 420 and 330 < ring.busbw < 420
+    # NCCL's model holds its tree below the ring there (tuning.cc's per-channel tree cap, 36 GB/s
+    # on Hopper across more than 2 nodes): Tree/Simple 144 GB/s algbw, busbw 2 x 31/32 of that
+    nccl_tree = 2 * 31 / 32 * tuner.cost_table("all_reduce", 8 << 30, tuner.MACHINES["dgx_h100_ib"]).set_index(
+        "option").loc["Tree/Simple", "algbw_gbs"]
+    assert abs(tree.busbw / nccl_tree - 1) < 0.05 and tree.busbw < ring.busbw
     piece = sim.simulate("all_reduce", "hierarchical", 32, 8 << 30, topology=topo, values=False, pipeline=1)
     assert piece.busbw < 0.7 * hier.busbw                 # without pipelining NVLink and the network take turns
 

@@ -20,10 +20,13 @@ Example
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from labcore.sim.schedules import ALGORITHMS
 from labcore.sim.topology import Cluster, Graph, Link, Protocol, Topology, Uniform
+from labcore.sim.tuner import constants as C
 from labcore.sim.tuner.constants import BASE_LATENCY, HW_LATENCY, PROTOCOLS
 
 # --- published numbers used by the presets -------------------------------------------------
@@ -77,18 +80,51 @@ H100_ISSUE_S = 30e-6
 NVLS_PIECE_BYTES, NVLS_MAX_PIECES, NVLS_STEP_S = 128 << 10, 64, 0.5e-6
 
 
-def _ring_protocols(nvlink_fraction_ll: float) -> dict:
-    """NCCL's three protocols for rings and trees, with NCCL's latencies (see the constants)."""
+def _ring_protocols(nvlink_fraction_ll: float, net: dict | None = None) -> dict:
+    """NCCL's three protocols for rings and trees, with NCCL's latencies (see the constants).
+
+    ``net`` (across nodes, from :func:`_nccl_net_fractions`): the fraction of a NIC each protocol
+    gets, ``{"ring": {protocol: fraction}, "tree": {...}}``.
+    """
     eff = {"LL": {"nvlink": nvlink_fraction_ll, "net": LL_FRACTION, "pci": LL_FRACTION},
            "LL128": {"nvlink": LL128_FRACTION, "net": LL128_FRACTION, "pci": LL128_FRACTION},
            "Simple": {}}
     runs = {"LL": ("ring", "chain", "tree", "double_tree"), "LL128": ("ring", "chain", "tree", "double_tree"),
             "Simple": tuple(sorted({a for table in ALGORITHMS.values() for a in table} - {"nvls"}))}
-    # NCCL's trees (its Tree algorithm: the simulator's tree and double tree) pay Tree latencies
-    tree = (NCCL_TREE_BASE_S, NCCL_TREE_HOP_S)
-    return {name: Protocol(name, NCCL_RING_BASE_S[name], NCCL_RING_HOP_S[name], eff[name], algorithms=runs[name],
-                           latency_by_algorithm={a: (tree[0][name], tree[1][name]) for a in ("tree", "double_tree")})
-            for name in ("LL", "LL128", "Simple")}
+    protocols = {}
+    for name in ("LL", "LL128", "Simple"):
+        # NCCL's trees (its Tree algorithm: the simulator's tree and double tree) pay Tree latencies
+        tree = {"launch_s": NCCL_TREE_BASE_S[name], "hop_s": NCCL_TREE_HOP_S[name]}
+        if net:
+            eff[name]["net"] = net["ring"][name]
+            tree["efficiency"] = {"net": net["tree"][name]}
+        protocols[name] = Protocol(name, NCCL_RING_BASE_S[name], NCCL_RING_HOP_S[name], eff[name],
+                                   algorithms=runs[name], by_algorithm={"tree": tree, "double_tree": tree})
+    return protocols
+
+
+def _nccl_net_fractions(nodes: int, channels: int, nic_gbs: float) -> dict:
+    """The fraction of its NICs each protocol reaches across ``nodes`` DGX H100-like nodes.
+
+    NCCL 2.30.7 tuning.cc caps a collective's bus bandwidth across nodes by protocol (the tuner's
+    port, :mod:`labcore.sim.tuner.model`; Hopper GPUs, Intel hosts): a ring's LL at llMaxBw (39
+    GB/s on 2 nodes, 20.4 on more), LL128 at a per-channel maximum (rings 36.7 GB/s, trees 36.7 /
+    29.0), a tree all-reduce at 0.92 and a per-channel maximum (41.4 / 36.0), a tree's LL at 1/3.8.
+    ``nic_gbs`` is the achievable bandwidth of a node's NICs together (GB/s), which ``channels``
+    rings or trees share; the simulator's NICs then deliver the capped bandwidth. The tree's LL
+    is not held to llMaxBw as well: the simulator runs a small message on fewer channels (one per
+    32 KiB), where a cap on the total would fall on a single NIC (against the 4-node table of
+    nccl-tests#309 it then runs 50% slow at 32-64 KiB; without it within 31% at every size).
+    """
+    hopper, col = C.arch_index(90), min(nodes, 3) - 1
+    ll = C.LL_MAX_BW[0][col] / nic_gbs
+    per_channel = {name: min(1.0, channels * table[hopper][col] / nic_gbs) for name, table in (
+        ("ring LL128", C.PER_CH_MAX_RING_LL128_BW), ("tree LL128", C.PER_CH_MAX_TREE_LL128_BW),
+        ("tree", C.PER_CH_MAX_TREE_BW))}
+    return {"ring": {"LL": min(LL_FRACTION, ll), "LL128": min(LL128_FRACTION, per_channel["ring LL128"]),
+                     "Simple": 1.0},
+            "tree": {"LL": 1 / 3.8, "LL128": min(120 / 128, per_channel["tree LL128"]),
+                     "Simple": min(0.92, per_channel["tree"])}}
 
 
 def uniform(ranks: int, alpha: float = 1e-6, bandwidth: float = 10e9, gamma: float = 0.0,
@@ -290,9 +326,11 @@ def multinode(nodes: int = 4, gpus_per_node: int = 8, nic_bandwidth: float = NIC
     """
     _check_fractions(nic_efficiency=nic_efficiency)
     nvlink = H100_NVLINK_BW * NVLINK_EFFICIENCY
-    protocols = _ring_protocols(min(LL_FRACTION, LL_MAX_BW_HOPPER / nvlink))
-    simple = protocols["Simple"]
     nics = gpus_per_node if nics_per_node is None else nics_per_node
+    across = isinstance(nodes, numbers.Integral) and nodes > 1     # (the Cluster checks the numbers)
+    net = _nccl_net_fractions(nodes, gpus_per_node, nics * nic_bandwidth * nic_efficiency / 1e9) if across else None
+    protocols = _ring_protocols(min(LL_FRACTION, LL_MAX_BW_HOPPER / nvlink), net)
+    simple = protocols["Simple"]
     default_name = (f"{nodes} x {gpus_per_node} GPUs, {nic_bandwidth * 8 / 1e9:.0f} Gb/s NIC "
                     + ("per GPU" if nics == gpus_per_node else f"x {nics} per node"))
     return Cluster(nodes, gpus_per_node, nvlink, simple.hop_s["nvlink"], nic_bandwidth * nic_efficiency,

@@ -51,8 +51,10 @@ class Protocol:
     piece_bytes, max_pieces : how pipelined algorithms cut the buffer: one piece per
         ``piece_bytes``, at most ``max_pieces`` (see :meth:`pieces`).
     algorithms : the simulator's algorithms that can run with this protocol (empty: all).
-    latency_by_algorithm : ``{algorithm: (launch_s, hop_s)}`` for algorithms whose start-up and
-        hop latencies differ from the protocol's (NCCL's trees have latencies of their own).
+    by_algorithm : what differs for some of the simulator's algorithms, ``{algorithm: {"launch_s":
+        ..., "hop_s": {...}, "efficiency": {...}}}`` (any of the three; efficiencies by link kind
+        override the protocol's): NCCL's trees have latencies and, across nodes, bandwidth caps of
+        their own.
 
     Example
     -------
@@ -68,7 +70,7 @@ class Protocol:
     piece_bytes: int = 512 << 10
     max_pieces: int = 256
     algorithms: tuple = ()
-    latency_by_algorithm: dict = field(default_factory=dict)
+    by_algorithm: dict = field(default_factory=dict)
 
     def pieces(self, nbytes: float) -> int:
         """Pipeline pieces for ``nbytes``: one per ``piece_bytes``, between 1 and ``max_pieces``."""
@@ -168,12 +170,13 @@ class Topology:
             have = ", ".join(self.protocols) or "none"
             raise ValueError(f"topology {self.name!r} describes no protocol {name!r} (it has: {have})")
         proto = self.protocols[name]
-        launch_s, hop_s = proto.latency_by_algorithm.get(algorithm, (proto.launch_s, proto.hop_s))
+        over = proto.by_algorithm.get(algorithm, {})
+        hop_s, efficiency = over.get("hop_s", proto.hop_s), {**proto.efficiency, **over.get("efficiency", {})}
         kinds = self.link_kind
         other = copy.copy(self)
         other.latency = np.array([hop_s.get(k, 0.0) / 2 for k in kinds.tolist()]) if kinds.size else self.latency
-        other.bandwidth = self.bandwidth * np.array([proto.efficiency.get(k, 1.0) for k in kinds.tolist()])
-        other.launch_s, other.protocol, other.step_s = launch_s, name, proto.step_s
+        other.bandwidth = self.bandwidth * np.array([efficiency.get(k, 1.0) for k in kinds.tolist()])
+        other.launch_s, other.protocol, other.step_s = over.get("launch_s", proto.launch_s), name, proto.step_s
         return other
 
     @property
