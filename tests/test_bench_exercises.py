@@ -1,6 +1,7 @@
 """The data check's expected outputs against the collectives' definitions, and notebook 04's exercises."""
 import copy
 
+import numpy as np
 import pandas as pd
 import torch
 from hypothesis import given, settings
@@ -79,17 +80,21 @@ def test_size_exercise_names_the_mistake_and_the_arguments_not_the_answer():
     assert "in bytes" in _message(q_size, lambda op, count, nranks, itemsize:
                                   count * (nranks if op in ("all_gather", "reduce_scatter", "all_to_all") else 1))
     assert "return a number of bytes" in _message(q_size, lambda *a: "big")
+    # a numpy number is a number: a wrong one gets the mistake's message
+    assert "one rank's share" in _message(q_size, lambda op, count, nranks, itemsize: np.int64(count * itemsize))
     assert "raised ZeroDivisionError" in _message(q_size, lambda *a: 1 / 0)
 
 
 def test_algbw_exercise_says_which_way_without_a_ratio():
     right = 370 / 1.75
-    for answer, words in ((370.0, "busbw itself"), (370 * 1.75, "multiplied"), (500.0, "cannot exceed busbw"),
-                          (100.0, "too small"), (300.0, "check the factor"), (float("nan"), "Your answer is nan"),
+    for answer, words in ((370.0, "busbw itself"), (370 * 1.75, "wrong way round"), (500.0, "cannot exceed busbw"),
+                          (100.0, "too small"), (300.0, "factor for this n again"), (float("nan"), "Your answer is nan"),
                           (float("inf"), "Your answer is inf"), (-5.0, "cannot be a bandwidth"),
-                          ("fast", "answer with a number")):
+                          ("fast", "answer with a number"), ("200", "not the text"),
+                          (right * 1e9 / 2 ** 30, "GiB/s")):
         message = _message(q_algbw, answer)
         assert words in message and "x the right value" not in message and f"{right:.0f}" not in message
+        assert "busbw / (2(n-1)/n)" not in message and "divided by 2(n-1)/n" not in message
     assert q_algbw.evaluate(right).status == "correct"
 
 
@@ -107,6 +112,9 @@ def test_regression_exercise_reads_the_table_it_is_pointed_at():
     not_there = _message(q, [1, 2])
     assert "not a size in this table" in not_there and "passed" not in not_there
     assert "list of sizes" in _message(q, "1M")
+    assert "whole numbers of bytes" in _message(q, [str(1 << 20)])          # text is not a size
+    assert "whole numbers of bytes" in _message(q, [(1 << 20) + 0.9])       # nor a size that is not whole
+    assert q.evaluate([np.int64(1 << 20)]).status == "correct"
     example = q_regressions.result
     assert "marked inconclusive" in _message(q_regressions, [4 << 20, 16 << 20, 64 << 20])
     assert q_regressions.evaluate(sorted(example.loc[example.status == "regression", "size"])).status == "correct"

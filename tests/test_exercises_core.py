@@ -175,3 +175,22 @@ def test_an_outer_timer_keeps_running_after_a_check():
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_numbers_in_text_or_in_a_set_are_not_taken_for_numbers():
+    q = ValueExercise("pair", "two numbers?", expected=[1.0, 2.0])
+    for answer, says in ((["1", "2"], "holds text"), (("1.0", 2.0), "holds text"), ({1.0, 2.0}, "keeps no order")):
+        result = q.evaluate(answer)
+        assert result.status == "incorrect" and says in result.message, result.message
+    assert q.evaluate((1.0, 2.0)).status == "correct"
+
+
+def test_a_function_that_returns_text_or_a_float32_number():
+    import torch
+
+    q = FunctionExercise("bytes", "bytes?", reference=lambda n: 2 * (n - 1) / n * 1e9, cases=[(3,), (16,)])
+    assert q.evaluate(lambda n: np.float32(2 * (n - 1) / n * 1e9)).status == "correct"      # float32 precision
+    assert q.evaluate(lambda n: torch.tensor(2 * (n - 1) / n * 1e9)).status == "correct"
+    assert "not a string" in q.evaluate(lambda n: str(2 * (n - 1) / n * 1e9)).message
+    assert q.evaluate(lambda n: 2 * (n - 1) / n * 1e9 * (1 + 1e-5)).status == "incorrect"
+    assert q.evaluate(lambda n: [2 * (n - 1) / n * 1e9]).status == "incorrect"

@@ -1,4 +1,5 @@
 """Notebook 08's exercises: each accepts the right answer and says what is wrong with each mistake."""
+import numpy as np
 import pytest
 
 from labcore.exercises import nccl as ex
@@ -32,7 +33,7 @@ def test_right_blank_and_every_wrong_example(q):
     (ex.q_p2p_disable, {(1, 0): "NET", (1, 3): "NET"}, "in order"),
     (ex.q_p2p_disable, {(1, 0): "SHM", (1, 3): "SHM"}, "cannot reach another machine"),
     (ex.q_payload, (1.0, 1.0), "LL is not 100% efficient"),
-    (ex.q_payload, (0.5, 1.0), "LL128 carries a flag too"),
+    (ex.q_payload, (0.5, 1.0), "LL128 is not 100% efficient either"),
     (ex.q_payload, (0.9375, 0.5), "wrong way round"),
     (ex.q_payload, (0.25, 0.9375), "LL share is off"),
     (ex.q_small_channels, 24, "more channels is not always faster"),
@@ -45,6 +46,31 @@ def test_each_mistake_gets_its_own_feedback_without_the_answer(q, answer, says):
     right = q.correct_example
     if isinstance(right, int):
         assert f" {right} " not in result.message and not result.message.rstrip(".").endswith(str(right))
+
+
+@pytest.mark.parametrize("q, answer", [
+    (ex.q_channels, "np"), (ex.q_small_channels, "np"), (ex.q_channels, "torch"), (ex.q_slowest_hop, "np"),
+])
+def test_a_right_answer_as_a_numpy_or_torch_number_passes(q, answer):
+    import torch
+
+    right = q.correct_example
+    convert = np.int64 if answer == "np" else lambda v: torch.tensor(v)
+    given = tuple(convert(v) for v in right) if isinstance(right, tuple) else convert(right)
+    assert status(q, given).status == "correct"
+
+
+@pytest.mark.parametrize("q, answer, says", [
+    (ex.q_payload, ("0.5", "0.9375"), "give two fractions in a tuple"),
+    (ex.q_payload, {0.5, 0.9375}, "give two fractions in a tuple"),
+    (ex.q_payload, (0.94, 0.5), "wrong way round"),
+    (ex.q_slowest_hop, (12.9, 4.2), "pair of rank numbers"),
+    (ex.q_slowest_hop, ("12", "4"), "pair of rank numbers"),
+    (ex.q_channels, 24.5, "whole number"),
+])
+def test_text_sets_and_fractions_are_not_taken_for_the_answer(q, answer, says):
+    result = status(q, answer)
+    assert result.status == "incorrect" and says in result.message, result.message
 
 
 def test_answers_come_from_the_real_logs_and_the_tuner():

@@ -113,6 +113,44 @@ def _not_finite(answer: Any) -> bool:
     return isinstance(answer, float) and not math.isfinite(answer)
 
 
+def _holds_text(answer: Any) -> bool:
+    """Whether ``answer`` is, or holds in its lists and tuples, a string."""
+    if isinstance(answer, (str, bytes)):
+        return True
+    return isinstance(answer, (list, tuple)) and any(_holds_text(a) for a in answer)
+
+
+def close_number(got: Any, want: float, rtol: float = 1e-9, atol: float = 0.0) -> bool:
+    """Whether ``got`` is one number within ``atol + rtol * |want|`` of ``want``.
+
+    Text, yes/no and containers are not numbers; numpy and torch scalars are, judged at their
+    own precision (a float32 result is exact only to about 1e-7).
+    """
+    if isinstance(got, (str, bytes, bool, np.bool_)):
+        return False
+    try:
+        value = np.asarray(got)
+    except Exception:
+        return False
+    if value.ndim != 0 or value.dtype.kind not in "iuf":
+        return False
+    tol = max(rtol, 4 * float(np.finfo(value.dtype).eps)) if value.dtype.kind == "f" else rtol
+    return bool(np.isclose(float(value), want, rtol=tol, atol=atol))
+
+
+def whole_number(value: Any) -> int | None:
+    """``value`` as an int when it is a whole number (int, numpy or torch integer, 8.0), else None."""
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        return None
+    try:
+        v = np.asarray(value)
+    except Exception:
+        return None
+    if v.ndim != 0 or v.dtype.kind not in "iuf" or not np.isfinite(v) or float(v) != int(v):
+        return None
+    return int(v)
+
+
 @dataclass(frozen=True)
 class Result:
     """The outcome of one check: ``status`` is "correct", "incorrect" or "not attempted"."""
@@ -332,6 +370,11 @@ class ValueExercise(Exercise):
     def _check(self, answer: Any, **context: Any) -> str | None:
         if isinstance(answer, (str, bytes)):
             raise Incorrect(f"your answer is the text {answer!r}; give {self.expects} (no quotes).")
+        if _holds_text(answer):
+            raise Incorrect(f"your answer holds text ({_describe_answer(answer)}); give numbers, without quotes.")
+        if isinstance(answer, (set, frozenset, dict)):
+            raise Incorrect(f"your answer is a {type(answer).__name__}, which keeps no order; give the "
+                            "numbers in a list or a tuple, in the order asked.")
         if isinstance(answer, bool):
             raise Incorrect(f"your answer is {answer}, a yes/no; give {self.expects}.")
         try:
@@ -420,6 +463,9 @@ class FunctionExercise(Exercise):
                 raise Incorrect(f"For {self.describe(args, kwargs)} your function returned {got}: "
                                 "some step divided by zero or overflowed.")
             want = self.reference(*args, **kwargs)
+            if isinstance(got, (str, bytes)) and not isinstance(want, (str, bytes)):
+                raise Incorrect(f"For {self.describe(args, kwargs)} your function returned the text {got!r}: "
+                                "return the number itself, not a string.")
             if not self.compare(got, want):
                 raise Incorrect(f"For {self.describe(args, kwargs)} you return {_fmt(got)}, "
                                 "which is not right (hint() helps).")
@@ -450,10 +496,7 @@ def _equal(got: Any, want: Any) -> bool:
             return False
         return g.shape == w.shape and bool(np.allclose(g, w))
     if isinstance(want, float) or isinstance(got, float):
-        try:
-            return math.isclose(float(got), float(want), rel_tol=1e-9, abs_tol=1e-12)
-        except (TypeError, ValueError):
-            return False
+        return close_number(got, float(want), atol=1e-12)
     return got == want
 
 

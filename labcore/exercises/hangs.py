@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numbers
 import random
+import re
 from dataclasses import dataclass, field
 
 from labcore.exercises.core import Exercise, Incorrect, NotAttempted, _is_blank
@@ -78,13 +79,15 @@ def _check_cluster(cluster) -> None:
                          "lc.Cluster(4, env=labcore.live.flight.ENV)")
 
 
-def _evidence(fa) -> list[str]:
+def _evidence(fa, case) -> list[str]:
+    """What the learner reads: the hang report and the flight recorder, without the lab's verdict,
+    and with the case's function (whose name is its cause) called ``train_step``."""
     parts = []
     if fa.error is not None:
         parts.append(f"The call raised {type(fa.error).__name__}:\n{fa.error.report}"
                      if hasattr(fa.error, "report") else f"The call raised {type(fa.error).__name__}: {fa.error}")
-    parts.append(str(fa))
-    return parts
+    parts.append(fa.describe(verdict=False))
+    return [re.sub(rf"\b{case.__name__}\b", "train_step", part) for part in parts]
 
 
 class _Diagnosis(Exercise):
@@ -110,10 +113,10 @@ class _Diagnosis(Exercise):
 
         _check_cluster(cluster)
         rank = random.Random(seed).randrange(1, cluster.world_size)
-        fa = flight.record(cluster, hang_cases.CASES[self.cause], culprit=rank,
-                           timeout=self.timeout_s, **self.case_kwargs)
+        case = hang_cases.CASES[self.cause]
+        fa = flight.record(cluster, case, culprit=rank, timeout=self.timeout_s, **self.case_kwargs)
         finished = list(getattr(getattr(fa.error, "report", None), "finished", []))
-        self.mystery = Mystery(self.cause, rank, finished, evidence=_evidence(fa), live=True)
+        self.mystery = Mystery(self.cause, rank, finished, evidence=_evidence(fa, case), live=True)
         print(self.mystery)
 
     def _parse(self, answer):
@@ -127,8 +130,9 @@ class _Diagnosis(Exercise):
         name = " ".join(cause.strip().lower().replace("_", " ").split()) if isinstance(cause, str) else cause
         if name not in CAUSES:
             raise Incorrect(f"the cause must be one of {', '.join(repr(c) for c in CAUSES)}; got {cause!r}.")
-        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, numbers.Integral)):
-            raise Incorrect(f"the rank must be an int (or None if no rank has a bug); got {rank!r}.")
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, numbers.Real)
+                                 or not float(rank).is_integer()):
+            raise Incorrect(f"the rank must be a whole number (or None if no rank has a bug); got {rank!r}.")
         return (None if rank is None else int(rank)), name
 
     def _check(self, answer, **context):
@@ -194,7 +198,7 @@ class _StragglerDiagnosis(_Diagnosis):
         rerun = (f"Rerun with timeout={delay + 10 * self.timeout_s:g} s: every rank returned after "
                  f"{time.monotonic() - start:.1f} s, all-reduced value {results[0][0]:g} on every rank.")
         self.mystery = Mystery("straggler", None, finished, slow=slow,
-                               evidence=_evidence(fa) + [rerun], live=True)
+                               evidence=_evidence(fa, hang_cases.straggler) + [rerun], live=True)
         print(self.mystery)
 
     def _diagnose(self, rank, cause, m):

@@ -15,8 +15,12 @@ algbw from busbw: correct!
 from __future__ import annotations
 
 import math
+import numbers
 
-from labcore.exercises.core import Exercise, Incorrect, NotAttempted, ValueExercise, _is_blank
+import numpy as np
+
+from labcore.exercises.core import Exercise, Incorrect, NotAttempted, ValueExercise, _holds_text, _is_blank
+from labcore.exercises.core import whole_number
 
 __all__ = ["q_size", "q_algbw", "q_regressions", "nccl_tests_size"]
 
@@ -68,7 +72,7 @@ class _SizeExercise(Exercise):
 
 def _size_mistake(op, count, n, item, got) -> str:
     """What a wrong size shows, without the right number."""
-    if not isinstance(got, (int, float)) or isinstance(got, bool) or not math.isfinite(got):
+    if isinstance(got, (bool, np.bool_)) or not isinstance(got, numbers.Real) or not math.isfinite(got):
         return f"your function returned {got!r}: return a number of bytes."
     if op in CHUNKED and got == count * item:
         side = {"all_gather": "the gathered output", "reduce_scatter": "the input to be reduced",
@@ -106,6 +110,8 @@ class _AlgbwExercise(ValueExercise):
     """algbw from busbw, with feedback that says which way the answer is off, never by how much."""
 
     def _check(self, answer, **context):
+        if isinstance(answer, (str, bytes)):
+            raise Incorrect(f"answer with a number of GB/s, not the text {answer!r}.")
         try:
             value = float(answer)
         except (TypeError, ValueError):
@@ -124,8 +130,8 @@ class _AlgbwExercise(ValueExercise):
         if value < busbw / 2:
             raise Incorrect("too small: all_reduce's factor 2(n-1)/n stays below 2, so algbw is more "
                             "than half of busbw.")
-        raise Incorrect(f"between busbw / 2 and busbw, but not busbw divided by 2(n-1)/n for n = {n}: "
-                        "check the factor.")
+        raise Incorrect(f"between busbw / 2 and busbw, but not the right value for n = {n}: work out "
+                        "all_reduce's factor for this n again.")
 
 
 q_algbw = _AlgbwExercise(
@@ -136,7 +142,9 @@ q_algbw = _AlgbwExercise(
     given=dict(busbw=370.0, n=8), unit="GB/s",
     mistakes=[(lambda busbw, n: busbw, "That is the busbw itself: all_reduce's busbw is algbw x 2(n-1)/n."),
               (lambda busbw, n: busbw * 2 * (n - 1) / n,
-               "You multiplied by 2(n-1)/n; go the other way: algbw = busbw / (2(n-1)/n)."),
+               "You applied all_reduce's factor the wrong way round: busbw is the larger of the two."),
+              (lambda busbw, n: busbw / (2 * (n - 1) / n) * 1e9 / 2 ** 30,
+               "That is in GiB/s (2^30 bytes a second); the question asks GB/s (10^9 bytes)."),
               (lambda busbw, n: busbw / (n - 1) * n, "That factor, n/(n-1), belongs to all_gather; "
                "all_reduce moves every byte twice (reduce-scatter, then all-gather).")],
     hints=["busbw = algbw x a factor that depends only on the collective and n.",
@@ -179,9 +187,13 @@ class _GateExercise(Exercise):
         if isinstance(answer, (str, bytes)) or not hasattr(answer, "__iter__"):
             raise Incorrect(f"answer with a list of sizes in bytes, e.g. [1048576, 4194304]; got {answer!r}.")
         try:
-            got = sorted({int(s) for s in answer})
-        except (TypeError, ValueError):
-            raise Incorrect(f"answer with a list of sizes in bytes, e.g. [1048576, 4194304]; got {answer!r}.")
+            sizes = [whole_number(s) for s in answer]
+        except TypeError:
+            sizes = [None]
+        if None in sizes or _holds_text(list(answer)):
+            raise Incorrect(f"answer with a list of sizes as whole numbers of bytes, e.g. [1048576, 4194304]; "
+                            f"got {answer!r}.")
+        got = sorted(set(sizes))
         status = table.groupby("size")["status"].agg(set)
         want = sorted(int(s) for s, st in status.items() if "regression" in st)
         if got == want:

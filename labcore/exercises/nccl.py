@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from labcore.exercises.core import CustomExercise, Incorrect
+from labcore.exercises.core import CustomExercise, Incorrect, _holds_text, whole_number
 
 __all__ = ["q_channels", "q_transports", "q_slowest_hop", "q_p2p_disable", "q_payload", "q_small_channels",
            "H20_LOG", "H100_2NODE_LOG"]
@@ -38,9 +38,10 @@ def _log(name):
 
 
 def _whole(answer, what):
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)) or answer != int(answer):
+    n = whole_number(answer)
+    if n is None:
         raise Incorrect(f"give {what} as a whole number.")
-    return int(answer)
+    return n
 
 
 # --- how many channels --------------------------------------------------------------------------
@@ -134,10 +135,10 @@ CANDIDATES = ((14, 13), (12, 4), (15, 13), (11, 9))
 
 
 def _check_slowest(answer):
-    try:
-        hop = tuple(int(x) for x in answer)
-    except (TypeError, ValueError):
-        raise Incorrect("give the hop as a pair (src, dst).")
+    hop = (tuple(whole_number(x) for x in answer) if isinstance(answer, (tuple, list)) and len(answer) == 2
+           else (None,))
+    if None in hop:
+        raise Incorrect("give the hop as a pair of rank numbers (src, dst).")
     if hop not in CANDIDATES:
         raise Incorrect(f"pick one of the hops {list(CANDIDATES)}.")
     log = _log(H100_2NODE_LOG)
@@ -190,24 +191,26 @@ q_p2p_disable = CustomExercise(
 
 # --- payload efficiency ------------------------------------------------------------------------
 def _check_payload(answer):
+    if not isinstance(answer, (tuple, list)) or len(answer) != 2 or _holds_text(answer):
+        raise Incorrect("give two fractions in a tuple, in this order: (LL, LL128), e.g. (0.3, 0.8).")
     try:
         ll, ll128 = (float(x) for x in answer)
     except (TypeError, ValueError):
-        raise Incorrect("give two fractions: (LL, LL128), e.g. (0.3, 0.8).")
-    ok_ll, ok_128 = math.isclose(ll, 0.5, rel_tol=5e-3), math.isclose(ll128, 120 / 128, rel_tol=5e-3)   # 0.94 is 120/128 rounded
-    if ok_ll and ok_128:
+        raise Incorrect("give two fractions in a tuple, in this order: (LL, LL128), e.g. (0.3, 0.8).")
+    close = lambda a, b: math.isclose(a, b, rel_tol=5e-3)    # 0.94 is 120/128 rounded
+    if close(ll, 0.5) and close(ll128, 120 / 128):
         return None
-    if math.isclose(ll, 120 / 128, rel_tol=1e-3) and math.isclose(ll128, 0.5, rel_tol=1e-3):
+    if close(ll, 120 / 128) and close(ll128, 0.5):
         raise Incorrect("you have the two the wrong way round.")
     if ll > 1 or ll128 > 1:
         raise Incorrect("a share is a fraction between 0 and 1 (50% is 0.5), not a percentage.")
     if math.isclose(ll, 1.0):
         raise Incorrect("LL is not 100% efficient: its lines carry flags as well as data. Count how many of "
                         "the 16 bytes of one LL line are flags.")
-    if not ok_ll:
+    if not close(ll, 0.5):
         raise Incorrect("the LL share is off: one LL line is 16 bytes; count the bytes that are data.")
     if math.isclose(ll128, 1.0):
-        raise Incorrect("LL128 carries a flag too: one 8-byte word in every 128-byte line.")
+        raise Incorrect("LL128 is not 100% efficient either: part of every 128-byte line is a flag.")
     raise Incorrect("the LL128 share is off: one line is 128 bytes; how many of them are the flag?")
 
 

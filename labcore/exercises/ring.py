@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from labcore.exercises.core import CustomExercise, FunctionExercise, Incorrect, NotAttempted, ValueExercise
-from labcore.exercises.core import _is_blank
+from labcore.exercises.core import _is_blank, close_number
 
 __all__ = ["q_ring_bytes", "q_send_chunk", "q_ring_schedule", "q_ring_live", "q_busbw",
            "ring_all_reduce", "ring_steps", "simulate_steps", "ring_convention", "CollectiveSwitchedOff"]
@@ -88,7 +88,7 @@ q_ring_bytes = FunctionExercise(
     "of a buffer of nbytes bytes on `ranks` ranks (the buffer splits into `ranks` equal chunks).",
     reference=lambda nbytes, ranks: 2 * (ranks - 1) / ranks * nbytes,
     cases=[(1024, 2), (1024, 4), (3 * 2 ** 20, 8), (1e9, 16)],
-    compare=lambda got, want: bool(np.isclose(float(got), want, rtol=1e-9)),
+    compare=close_number,
     hints=["Count steps: reduce-scatter takes ranks-1 steps, all-gather another ranks-1.",
            "In every step each rank sends one chunk of nbytes/ranks bytes.",
            "2 * (ranks - 1) steps x nbytes / ranks bytes."],

@@ -228,6 +228,11 @@ class FlightAnalysis:
         return named
 
     def __str__(self) -> str:
+        return self.describe()
+
+    def describe(self, verdict: bool = True) -> str:
+        """What each rank's dump says and fr_trace's first mismatch; with ``verdict``, also the
+        culprit the lab reads from them (an exercise leaves that to the learner)."""
         lines = [f"flight recorder: dumps from ranks {self.dumped}"
                  + (f", none from {self.missing}" if self.missing else "")]
         for rank in self.dumped:
@@ -249,7 +254,8 @@ class FlightAnalysis:
             kind = f"{', '.join(sorted(kinds))} against rank {self.dumped[0]}'s entry, on ranks {self.torch_culprits}"
         lines.append(f"fr_trace: first mismatch at {c.collective_name} #{c.collective_seq_id} "
                      f"(group {c.pg_desc}): {kind}")
-        lines.append(f"culprit (majority reading): rank(s) {self.culprits}")
+        if verdict:
+            lines.append(f"culprit (majority reading): rank(s) {self.culprits}")
         return "\n".join(lines)
 
 
