@@ -2,6 +2,7 @@
 learner makes gets its own message (checks compare with single-process training and count the
 collectives with the recorder)."""
 import pytest
+import torch.distributed as dist
 
 from labcore.exercises import data_parallel as dp
 from labcore.exercises import sharding as sh
@@ -12,6 +13,29 @@ from labcore.live import magic
 def cluster():
     yield magic.get_cluster(4)          # what the checks use when no cluster is given
     magic.close_all()
+
+
+class _NeverGathersInBackward:
+    """Gathers twice in forward, keeps nothing but x and the shard, and uses zeros as W in backward."""
+
+    @staticmethod
+    def forward(ctx, x, shard, w_shape):
+        import math
+
+        k = math.prod(w_shape) + w_shape[0]
+        sh.gather_full(shard, (k,))
+        w, b = sh.unflatten(sh.gather_full(shard, (k,)), w_shape)
+        ctx.save_for_backward(x, shard)
+        ctx.w_shape = w_shape
+        return x @ w.T + b
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        import torch
+
+        x, shard = ctx.saved_tensors
+        w = torch.zeros(ctx.w_shape, dtype=x.dtype)
+        return grad_y @ w, sh.reduce_scatter_mean(sh.flatten(grad_y.T @ x, grad_y.sum(0))), None
 
 
 CASES = [
@@ -25,28 +49,48 @@ CASES = [
     (dp.q_buckets, lambda model, bucket_bytes: dp.allreduce_per_parameter(model), "one per parameter"),
     (dp.q_buckets, dp._one_bucket, "hold more than bucket_bytes"),               # bucket_bytes ignored
     (dp.q_buckets, dp._buckets_first_to_last, "filled first layer first"),
+    (dp.q_buckets, dp._bucket_float32, "buckets all-reduced as float (7456 bytes in a step), but the gradients "
+                                        "are float64"),
+    (dp.q_buckets, dp._bucket_reduce_scatter_all_gather, "no all-reduce in a step, but all_gather, reduce_scatter"),
     (dp.q_overlap, (dp._launch_async, dp._finish_wait), "match single-process training"),
     (dp.q_overlap, (dp._launch_async, dp._finish_no_wait), "never waited on before the optimizer step"),
     (dp.q_overlap, (dp._launch_blocking, dp._finish_wait), "launch returned no handle"),
     (dp.q_overlap, (dp._launch_async, dp._finish_no_divide), "4 times too large"),
     (dp.q_overlap, (dp._launch_async, dp._finish_divide_first), "in place before waiting"),
+    (dp.q_overlap, (dp._launch_waits, dp._finish_wait), "launch waited for its all-reduce before returning"),
+    (dp.q_overlap, (lambda b: (w := dist.all_reduce(b, async_op=True)).wait() or w, dp._finish_wait),
+     "launch waited for its all-reduce before returning"),
+    (dp.q_overlap, (dp._launch_blocking_handle, dp._finish_wait), "launch ran a blocking all-reduce"),
+    (dp.q_overlap, (lambda b: dist.all_reduce(b, async_op=True).get_future().wait(), dp._finish_wait),
+     "launch waited for its all-reduce before returning"),
     (dp.q_accumulate, dp._accumulate, "match single-process training"),
     (dp.q_accumulate, dp._accumulate_every, "synchronised after every micro-batch"),
     (dp.q_accumulate, dp._accumulate_never, "never synchronised"),
     (dp.q_accumulate, dp._accumulate_unscaled, "differ from single-process training"),
     (dp.q_accumulate, dp._accumulate_sync_first, "ran in a backward before the last"),
+    (dp.q_accumulate, dp._accumulate_concatenated, "the micro-batches were put back together"),
+    (dp.q_accumulate, dp._accumulate_one_backward, "kept until one backward at the end"),
+    (dp.q_accumulate, dp._accumulate_by_hand, "the gradients crossed once, but piece by piece"),
     (sh.q_sharded_step, sh._zero_step, "match unsharded Adam"),
     (sh.q_sharded_step, sh._zero_step_allreduce, "counted all-reduces"),
     (sh.q_sharded_step, sh._zero_step_no_gather, "every rank needs all the updated parameters"),
     (sh.q_sharded_step, sh._zero_step_summed, "the sum of the ranks' gradients, not their mean"),
+    (sh.q_sharded_step, sh._zero_step_gather_gradients, "all-gathers moving 223680 bytes over 3 steps, 5 times"),
     (sh.q_zero3_layer, sh.Zero3LinearFn, "shards match unsharded Adam"),
     (sh.q_zero3_layer, sh._KeepsWeights, "backward used weights kept from forward"),
     (sh.q_zero3_layer, sh._LocalGradients, "saw no reduce-scatter"),
     (sh.q_zero3_layer, sh._SummedGradients, "the sum of the ranks' gradients, not their mean"),
+    (sh.q_zero3_layer, sh._GathersTwiceInForward, "backward used weights kept from forward"),
+    (sh.q_zero3_layer, sh._KeepsWeightsOnCtx, "saved for backward or put on ctx"),
+    (sh.q_zero3_layer, _NeverGathersInBackward, "the recorder saw backward all-gather 0 bytes"),
+    (sh.q_zero3_layer, sh._AllReducedGradients, "an all-reduce delivers every rank the whole of it"),
     (sh.q_row_parallel, sh.row_parallel, "match the unsharded MLP"),
     (sh.q_row_parallel, sh._row_all_gather, "put side by side"),
     (sh.q_row_parallel, sh._row_bias_everywhere, "every rank added b2 before the reduction"),
     (sh.q_row_parallel, sh._row_no_reduce, "never combined"),
+    (sh.q_row_parallel, sh._row_bias_split, "gradient of b2 is 0.25 times the unsharded MLP's"),
+    (sh.q_row_parallel, sh._row_bias_rank0, "rank 1's bias b2 got no gradient"),
+    (sh.q_row_parallel, lambda h, w2, b2: sh.row_parallel(h, w2, b2.detach()), "rank 0's bias b2 got no gradient"),
 ]
 
 
@@ -57,6 +101,28 @@ def test_live_feedback(exercise, answer, message):
     right = answer == exercise.correct_example
     assert result.status == ("correct" if right else "incorrect"), result.message
     assert message in result.message
+
+
+def _launch_future(bucket):
+    return dist.all_reduce(bucket, async_op=True).get_future()          # a Future is a handle too
+
+
+def _launch_divide_first(bucket):
+    bucket /= dist.get_world_size()                 # before the all-reduce starts: nothing is in flight yet
+    return dist.all_reduce(bucket, async_op=True)
+
+
+OTHER_RIGHT_ANSWERS = [
+    (dp.q_overlap, (_launch_future, dp._finish_wait)),
+    (dp.q_overlap, (_launch_divide_first, dp._finish_no_divide)),
+]
+
+
+@pytest.mark.parametrize("exercise, answer", OTHER_RIGHT_ANSWERS,
+                         ids=[f"{q.title}-{i}" for i, (q, _) in enumerate(OTHER_RIGHT_ANSWERS)])
+def test_other_right_answers_pass(exercise, answer):
+    result = exercise.evaluate(answer)
+    assert result.status == "correct", result.message
 
 
 VALUES = [
@@ -75,6 +141,13 @@ VALUES = [
     (dp.q_ddp_bytes, True, {}, "expected a number"),
     (dp.q_ddp_bytes, "lots", {}, "expected a number"),
     (dp.q_ddp_bytes, "inf", {}, "expected a number"),
+    # the check knows the notebook's G and n: other ones are refused, blaming the arguments
+    (dp.q_ddp_bytes, 1.5 * 125194, dict(grad_bytes=125194, ranks=4), "grad_bytes=125194, which is not the gradient"),
+    (dp.q_ddp_bytes, 500776, dict(grad_bytes=500776, ranks=2), "the check was given ranks=2"),
+    (dp.q_ddp_bytes, 0, dict(grad_bytes=500776, ranks=1), "the check was given ranks=1"),
+    (dp.q_ddp_bytes, 1.5 * 500776 / 1e6, dict(grad_bytes=500776 / 1e6, ranks=4), "not the gradient bytes"),
+    (dp.q_ddp_bytes, 1.5 * 500776, dict(grad_bytes=500776, ranks=0), "the check was given ranks=0"),
+    (dp.q_ddp_bytes, 1.5 * 500776, dict(grad_bytes="500776", ranks=4), "the check was given grad_bytes='500776'"),
     (sh.q_zero3_volume, 3, {}, "correct!"),
     (sh.q_zero3_volume, 2, {}, "2Ψ is what stages 1 and 2 move"),
     (sh.q_zero3_volume, 4, {}, "reduce-scattered once"),
@@ -132,6 +205,14 @@ def test_docstring_examples_run(module):
     import doctest
 
     assert doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
+
+
+@pytest.mark.parametrize("context", [dict(grad_bytes=125194, ranks=4), dict(grad_bytes=500776, ranks=2),
+                                     dict(grad_bytes=500776, ranks=0), dict(grad_bytes="500776", ranks=4)])
+def test_the_bytes_question_refuses_the_wrong_setup_not_the_answer(context):
+    result = dp.q_ddp_bytes.evaluate(2 * 3 / 4 * 500776, **context)
+    assert result.status == "incorrect" and "the check was given" in result.message, result.message
+    assert "not a number of bytes" not in result.message and "751164" not in result.message
 
 
 def test_the_bytes_question_defaults_to_the_notebooks_model():

@@ -486,8 +486,14 @@ q_average = CustomExercise(
 def _train_and_count(fn, bucket_bytes: int):
     params, rec = train(lambda m: fn(m, bucket_bytes))
     frame = rec.collectives()
-    reduces = frame[(frame["op"] == "all_reduce") & (frame["step"] == 0)]
-    return params, [int(b) for b in reduces["bytes"]]
+    first = frame[frame["step"] == 0]
+    reduces = first[first["op"] == "all_reduce"]
+    return (params, [int(b) for b in reduces["bytes"]], sorted(set(reduces["dtype"])),
+            sorted(set(first["op"]) - {"all_reduce"}))
+
+
+# the flight recorder's names of the dtypes (what the recorder's "dtype" column holds)
+_FR_DTYPES = {"float64": "double", "float32": "float", "float16": "half", "bfloat16": "bfloat16"}
 
 
 def _layouts(bucket_bytes: int, last_first: bool = True) -> list[list[int]]:
@@ -511,9 +517,18 @@ def _check_buckets(answer, cluster=None, world_size: int = 4, bucket_bytes: int 
     if not callable(answer):
         raise Incorrect("pass your function, e.g. q_buckets.check(average_buckets, cluster=cl).")
     results = _run_check(cluster, world_size, _train_and_count, answer, bucket_bytes, timeout=timeout)
-    sent = results[0][1]
+    sent, dtypes, others = results[0][1], results[0][2], results[0][3]
     grad_bytes = sum(p.numel() * p.element_size() for p in make_model().parameters())
     per_step, n_calls = sum(sent), len(sent)
+    if not sent and others:
+        raise Incorrect(f"the recorder saw no all-reduce in a step, but {', '.join(others)}: whatever they add up to, "
+                        "this exercise asks for one all-reduce per bucket, and those are what the recorder counts.")
+    grad_dtype = str(next(make_model().parameters()).dtype).replace("torch.", "")
+    cast = [d for d in dtypes if d != _FR_DTYPES.get(grad_dtype, grad_dtype)]
+    if cast:
+        raise Incorrect(f"the recorder saw buckets all-reduced as {', '.join(cast)} ({per_step} bytes in a step), but "
+                        f"the gradients are {grad_dtype} ({grad_bytes} bytes): converting them shrinks the bytes sent "
+                        "and rounds every gradient on the way.")
     if per_step < grad_bytes:
         raise Incorrect(f"the recorder saw {per_step} of the model's {grad_bytes} gradient bytes all-reduced in a "
                         "step: the gradients left over after the last full bucket were never averaged.")
@@ -557,6 +572,37 @@ def _bucket_no_divide(model, bucket_bytes):
         _allreduce_bucket(bucket, mean=False)
 
 
+def _bucket_float32(model, bucket_bytes):
+    import torch.distributed as dist
+
+    for bucket in buckets_of(model.parameters(), bucket_bytes):
+        flat = _cat_grads(bucket).float()               # float32 on the wire: half the bytes, rounded
+        dist.all_reduce(flat)
+        flat /= dist.get_world_size()
+        _copy_back(flat, bucket)
+
+
+def _cat_grads(bucket):
+    import torch
+
+    return torch.cat([p.grad.reshape(-1) for p in bucket])
+
+
+def _bucket_reduce_scatter_all_gather(model, bucket_bytes):
+    import torch.distributed as dist
+
+    n = dist.get_world_size()
+    for bucket in buckets_of(model.parameters(), bucket_bytes):
+        flat = _cat_grads(bucket)
+        padded = flat.new_zeros(-(-flat.numel() // n) * n)
+        padded[:flat.numel()] = flat
+        mine = padded.new_empty(padded.numel() // n)
+        dist.reduce_scatter_single(mine, padded)
+        mine /= n
+        dist.all_gather_single(padded, mine)
+        _copy_back(padded[:flat.numel()], bucket)
+
+
 q_buckets = CustomExercise(
     "Gradients in buckets",
     "Write average_buckets(model, bucket_bytes): flatten the gradients into buckets (walk the "
@@ -583,7 +629,8 @@ q_buckets = CustomExercise(
              "            offset += p.numel()",
     correct_example=allreduce_buckets,
     wrong_examples=[_drop_last_bucket, _bucket_no_divide, _one_bucket, _buckets_first_to_last,
-                    lambda model, bucket_bytes: allreduce_per_parameter(model)],
+                    lambda model, bucket_bytes: allreduce_per_parameter(model), _bucket_float32,
+                    _bucket_reduce_scatter_all_gather],
     expects="a function",
     **_LIVE,
 )
@@ -591,38 +638,106 @@ q_buckets = CustomExercise(
 
 # (3) launched from hooks, overlapping backward
 class _Watched:
-    """A collective's real handle, noting whether the learner waited on it and whether the bucket
-    was changed in place before that (an all-reduce leaves the tensor's version counter alone;
-    ``bucket /= n`` bumps it)."""
+    """A collective's real handle, noting whether the learner waited on it (and whether that was
+    inside launch, before backward could go on) and whether the bucket was changed in place
+    before that (an all-reduce leaves the tensor's version counter alone; ``bucket /= n`` bumps it)."""
 
-    def __init__(self, work, bucket):
-        self.work, self.waited, self.touched = work, False, False
-        self._bucket, self._version = bucket, bucket._version
+    def __init__(self, work, bucket, inside=None):
+        self.work, self.waited, self.touched, self.waited_inside = work, False, False, False
+        self._bucket, self._version = bucket, getattr(bucket, "_version", None)
+        self._inside = inside if inside is not None else [False]
 
-    def wait(self, *args, **kwargs):
-        if not self.waited:
+    def _note_wait(self):
+        if not self.waited and self._version is not None:
             self.touched = self._bucket._version != self._version
         self.waited = True
+        self.waited_inside = self.waited_inside or self._inside[0]
+
+    def wait(self, *args, **kwargs):
+        self._note_wait()
         return self.work.wait(*args, **kwargs)
+
+    def get_future(self, *args, **kwargs):
+        return _WatchedFuture(self.work.get_future(*args, **kwargs), self)
 
     def __getattr__(self, name):
         return getattr(self.work, name)
 
 
+class _WatchedFuture:
+    """The Future of a watched handle: waiting on it counts as waiting on the handle."""
+
+    def __init__(self, future, watched):
+        self.future, self.watched = future, watched
+
+    def wait(self, *args, **kwargs):
+        self.watched._note_wait()
+        return self.future.wait(*args, **kwargs)
+
+    def value(self, *args, **kwargs):
+        self.watched._note_wait()
+        return self.future.value(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.future, name)
+
+
+@contextlib.contextmanager
+def _watching_all_reduce(calls: list, inside: list):
+    """While inside: ``dist.all_reduce`` notes every call (blocking or not) in ``calls`` and hands
+    out :class:`_Watched` handles, so that a wait inside launch is seen whatever launch returns
+    (the order of events, not timing: gloo may finish a small all-reduce before anyone waits)."""
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+
+    real = c10d.all_reduce
+
+    def all_reduce(tensor, *args, **kwargs):
+        async_op = kwargs.get("async_op", args[2] if len(args) > 2 else False)
+        work = real(tensor, *args, **kwargs)
+        if not async_op or work is None:
+            calls.append("blocking")
+            return work
+        watched = _Watched(work, tensor, inside)
+        calls.append(watched)
+        return watched
+
+    saved = dist.all_reduce, c10d.all_reduce
+    dist.all_reduce = c10d.all_reduce = all_reduce
+    try:
+        yield
+    finally:
+        dist.all_reduce, c10d.all_reduce = saved
+
+
 def _train_overlapped(launch, finish, bucket_bytes: int):
     model = make_model()
-    handles = []
+    handles, issued = [], []        # per bucket launched: what launch returned, what it issued
+    inside, finished_in_launch = [False], set()
 
     def watched_launch(flat):
-        work = launch(flat)
+        calls = []
+        inside[0] = True
+        try:
+            with _watching_all_reduce(calls, inside):
+                work = launch(flat)
+        finally:
+            inside[0] = False
+        issued.append(calls)
+        if "blocking" in calls or any(c != "blocking" and c.waited_inside for c in calls):
+            finished_in_launch.add(id(flat))        # the check refuses it; finish need not cope with it
         if work is None or _is_blank(work):
             handles.append(None)
             return None
-        handles.append(_Watched(work, flat))
-        return handles[-1]
+        if not any(work is c for c in calls):
+            work = _Watched(work, flat, inside)
+        handles.append(work)
+        return work
 
     def checked_finish(handle, flat):
-        if handle is not None:
+        if id(flat) in finished_in_launch:
+            finished_in_launch.discard(id(flat))
+        elif handle is not None:
             finish(handle, flat)
 
     hooked = OverlappedBuckets(model, bucket_bytes, watched_launch, checked_finish)
@@ -635,8 +750,14 @@ def _train_overlapped(launch, finish, bucket_bytes: int):
 
     frame = recorded_loop("overlapped", one_step).collectives()
     hooked.remove()
-    return (_flat(model), sum(h is None for h in handles), sum(h is not None and not h.waited for h in handles),
-            int((frame["op"] == "all_reduce").sum()), sum(h is not None and h.touched for h in handles))
+    watched = [c for calls in issued for c in calls if c != "blocking"]
+    return dict(params=_flat(model), no_handle=sum(h is None for h in handles),
+                unwaited=sum(h is not None and not h.waited for h in handles),
+                all_reduces=int((frame["op"] == "all_reduce").sum()),
+                touched=sum(h is not None and h.touched for h in handles),
+                blocking=sum(1 for calls in issued if "blocking" in calls),
+                waited_inside=sum(1 for calls in issued if any(c != "blocking" and c.waited_inside for c in calls)),
+                launched=len(issued))
 
 
 def _check_overlap(answer, cluster=None, world_size: int = 4, bucket_bytes: int = 6000,
@@ -649,20 +770,29 @@ def _check_overlap(answer, cluster=None, world_size: int = 4, bucket_bytes: int 
     if not (callable(launch) and callable(finish)):
         raise Incorrect("both launch and finish must be functions.")
     results = _run_check(cluster, world_size, _train_overlapped, launch, finish, bucket_bytes, timeout=timeout)
-    no_handle = max(r[1] for r in results)
-    unwaited = max(r[2] for r in results)
-    if no_handle:
-        raise Incorrect(f"launch returned no handle for {no_handle} bucket(s): a blocking all-reduce finishes "
-                        "inside the hook, so backward stops for it and nothing overlaps. Start the all-reduce "
-                        "and hand back what lets you finish it later.")
-    if unwaited:
-        raise Incorrect(f"{unwaited} bucket handle(s) were never waited on before the optimizer step: the step may "
-                        "then read a bucket that is still being reduced (the result depends on timing).")
-    touched = max(r[4] for r in results)
-    if touched:
-        raise Incorrect(f"finish changed {touched} bucket(s) in place before waiting on the handle: until wait() "
-                        "returns the all-reduce may still be writing the bucket, so the result depends on timing.")
-    return _compare([(r[0],) for r in results], world_size, "your launch/finish pair")
+    worst = {key: max(r[key] for r in results) for key in ("no_handle", "unwaited", "touched", "blocking",
+                                                             "waited_inside", "launched")}
+    if worst["no_handle"]:
+        raise Incorrect(f"launch returned no handle for {worst['no_handle']} bucket(s): a blocking all-reduce "
+                        "finishes inside the hook, so backward stops for it and nothing overlaps. Start the "
+                        "all-reduce and hand back what lets you finish it later.")
+    if worst["blocking"]:
+        raise Incorrect(f"launch ran a blocking all-reduce for {worst['blocking']} of the {worst['launched']} "
+                        f"buckets it launched in {CHECK_STEPS} steps: it finishes inside the hook, so backward "
+                        "stops for it and nothing overlaps, whatever launch then returns. Start the all-reduce and "
+                        "hand back what lets you finish it later.")
+    if worst["waited_inside"]:
+        raise Incorrect(f"launch waited for its all-reduce before returning, for {worst['waited_inside']} of the "
+                        f"{worst['launched']} buckets it launched in {CHECK_STEPS} steps: the hook then holds "
+                        "backward until the bucket is reduced, so nothing overlaps. Waiting belongs after backward.")
+    if worst["unwaited"]:
+        raise Incorrect(f"{worst['unwaited']} bucket handle(s) were never waited on before the optimizer step: the "
+                        "step may then read a bucket that is still being reduced (the result depends on timing).")
+    if worst["touched"]:
+        raise Incorrect(f"{worst['touched']} bucket(s) were changed in place before waiting on the handle: until "
+                        "wait() returns the all-reduce may still be writing the bucket, so the result depends on "
+                        "timing.")
+    return _compare([(r["params"],) for r in results], world_size, "your launch/finish pair")
 
 
 def _finish_no_wait(handle, bucket):
@@ -688,6 +818,28 @@ def _finish_no_divide(handle, bucket):
     handle.wait()
 
 
+def _launch_waits(bucket):
+    import torch.distributed as dist
+
+    work = dist.all_reduce(bucket, async_op=True)
+    work.wait()                      # backward cannot go on until the bucket is reduced
+    return work
+
+
+class _Done:
+    """Something with a wait() that waits for nothing."""
+
+    def wait(self):
+        return True
+
+
+def _launch_blocking_handle(bucket):
+    import torch.distributed as dist
+
+    dist.all_reduce(bucket)          # blocking, then a handle that looks asynchronous
+    return _Done()
+
+
 q_overlap = CustomExercise(
     "Overlap communication with backward",
     "OverlappedBuckets calls launch(bucket) from a gradient hook as soon as a bucket's gradients are "
@@ -706,6 +858,7 @@ q_overlap = CustomExercise(
              "    bucket /= dist.get_world_size()",
     correct_example=(_launch_async, _finish_wait),
     wrong_examples=[(_launch_async, _finish_no_wait), (_launch_blocking, _finish_wait),
+                    (_launch_waits, _finish_wait), (_launch_blocking_handle, _finish_wait),
                     (_launch_async, _finish_no_divide), (_launch_async, _finish_divide_first)],
     expects="a pair of functions (launch, finish)",
     **_LIVE,
@@ -721,15 +874,28 @@ def _train_accumulate(step_fn):
 
     model = make_model()
     ddp = DDP(model, bucket_cap_mb=1.0)           # one bucket: the model is 15 KB
+    # what the step does with the model: the batch size of every forward, and how many backward
+    # passes reach the parameters (the first layer's weight accumulates once per backward)
+    seen = {"sizes": [], "backwards": 0}
+    hooks = [model.register_forward_hook(lambda m, args, out: seen["sizes"].append(int(args[0].shape[0]))),
+             next(model.parameters()).register_post_accumulate_grad_hook(
+                 lambda p: seen.__setitem__("backwards", seen["backwards"] + 1))]
+    passes = []
 
     def one_step(x, y):
         model.zero_grad(set_to_none=True)
+        seen["sizes"], seen["backwards"] = [], 0
         step_fn(ddp, list(zip(x.chunk(MICRO), y.chunk(MICRO))))
+        passes.append((list(seen["sizes"]), seen["backwards"]))
         _sgd(model, LR)
 
     frame = recorded_loop("accumulate", one_step).collectives()
-    calls = frame[frame["op"] == "all_reduce"].groupby("step").size().reindex(range(CHECK_STEPS), fill_value=0)
-    return _flat(model), calls.tolist(), MICRO
+    for h in hooks:
+        h.remove()
+    reduces = frame[frame["op"] == "all_reduce"].groupby("step")["bytes"]
+    calls = reduces.size().reindex(range(CHECK_STEPS), fill_value=0)
+    sent = reduces.sum().reindex(range(CHECK_STEPS), fill_value=0)
+    return _flat(model), calls.tolist(), MICRO, passes, [int(b) for b in sent]
 
 
 def _accumulate(ddp, micro_batches):
@@ -743,10 +909,29 @@ def _check_accumulate(answer, cluster=None, world_size: int = 4, timeout: float 
     if not callable(answer):
         raise Incorrect("pass your function, e.g. q_accumulate.check(accumulation_step, cluster=cl).")
     results = _run_check(cluster, world_size, _train_accumulate, answer, timeout=timeout)
-    calls, micro = results[0][1], results[0][2]
+    calls, micro, passes, sent = results[0][1], results[0][2], results[0][3], results[0][4]
+    size = PER_RANK // micro
+    for sizes, backwards in passes:
+        if not sizes:
+            raise Incorrect("the model ran no forward pass in a step: run each micro-batch through ddp.")
+        if max(sizes) > size:
+            raise Incorrect(f"in a step the model ran {len(sizes)} forward pass(es) on {sizes} samples, but each "
+                            f"micro-batch holds {size}: the micro-batches were put back together. Accumulation "
+                            "exists so that no forward or backward ever holds more than one micro-batch (the whole "
+                            "batch's activations need not fit in memory).")
+        if backwards < len(sizes):
+            raise Incorrect(f"in a step the model ran {len(sizes)} forward passes but only {backwards} backward "
+                            "pass(es) reached its parameters: the graphs of several micro-batches (their "
+                            "activations) were kept until one backward at the end, which is the memory "
+                            "accumulation exists to save.")
+    grad_bytes = sum(p.numel() * p.element_size() for p in make_model().parameters())
     if min(calls) == 0:
         raise Incorrect("the recorder saw a step with no all-reduce at all: the gradients were never "
                         "synchronised, so every rank stepped with its own.")
+    if max(calls) >= micro and micro > 1 and max(sent) <= grad_bytes:
+        raise Incorrect(f"the recorder counted {max(calls)} all-reduces in a step, together {max(sent)} bytes: the "
+                        "gradients crossed once, but piece by piece. The model fits in one bucket, which DDP "
+                        "would send as one all-reduce.")
     if max(calls) >= micro and micro > 1:
         raise Incorrect(f"the recorder counted {max(calls)} all-reduces in a step of {micro} micro-batches "
                         "(the model fits in one bucket): the gradients were synchronised after every "
@@ -781,6 +966,30 @@ def _accumulate_unscaled(ddp, micro_batches):
             loss_fn(ddp(x), y).backward()
 
 
+def _accumulate_concatenated(ddp, micro_batches):
+    import torch
+
+    x = torch.cat([x for x, _ in micro_batches])          # one forward and backward on the whole local batch
+    y = torch.cat([y for _, y in micro_batches])
+    loss_fn(ddp(x), y).backward()
+
+
+def _accumulate_one_backward(ddp, micro_batches):
+    loss = sum(loss_fn(ddp(x), y) for x, y in micro_batches) / len(micro_batches)
+    loss.backward()                                         # every micro-batch's graph kept until here
+
+
+def _accumulate_by_hand(ddp, micro_batches):
+    import torch.distributed as dist
+
+    with ddp.no_sync():
+        for x, y in micro_batches:
+            (loss_fn(ddp(x), y) / len(micro_batches)).backward()
+    for p in ddp.parameters():                              # then one all-reduce per parameter
+        dist.all_reduce(p.grad)
+        p.grad /= dist.get_world_size()
+
+
 q_accumulate = CustomExercise(
     "Gradient accumulation",
     "Write accumulation_step(ddp, micro_batches): run forward and backward on each (x, y) of "
@@ -797,7 +1006,8 @@ q_accumulate = CustomExercise(
              "        with (contextlib.nullcontext() if last else ddp.no_sync()):\n"
              "            (loss_fn(ddp(x), y) / len(micro_batches)).backward()",
     correct_example=_accumulate,
-    wrong_examples=[_accumulate_every, _accumulate_never, _accumulate_unscaled, _accumulate_sync_first],
+    wrong_examples=[_accumulate_every, _accumulate_never, _accumulate_unscaled, _accumulate_sync_first,
+                    _accumulate_concatenated, _accumulate_one_backward, _accumulate_by_hand],
     expects="a function",
     **_LIVE,
 )
@@ -809,7 +1019,33 @@ _BYTE_UNITS = [(1e-3, "kB"), (1e-6, "MB"), (1e-9, "GB"), (2 ** -10, "KiB"), (2 *
                (8, "bits")]
 
 
-def _check_ddp_bytes(answer, grad_bytes: float = DEEP_GRAD_BYTES, ranks: int = 4):
+DDP_RANKS = 4      # the ranks notebook 05's DDP runs on
+
+
+def _check_bytes_setup(grad_bytes, ranks) -> None:
+    """The check knows the notebook's G and n; refuse other ones, blaming the arguments, not the answer."""
+    def number(v):
+        if isinstance(v, (str, bytes, bool)):
+            return None
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            return None
+        return v if math.isfinite(v) else None
+
+    g, n = number(grad_bytes), number(ranks)
+    if g is None or g != DEEP_GRAD_BYTES:
+        raise Incorrect(f"the check was given grad_bytes={grad_bytes!r}, which is not the gradient bytes of this "
+                        f"notebook's model: its float32 gradients take G = {DEEP_GRAD_BYTES} bytes (the grad_bytes "
+                        "printed above). Pass that G unchanged (or leave grad_bytes out) and answer in bytes.")
+    if n is None or n != DDP_RANKS:
+        raise Incorrect(f"the check was given ranks={ranks!r}, but this notebook's DDP runs on n = {DDP_RANKS} "
+                        "ranks. Pass ranks=4 (or leave it out); the question is about those ranks.")
+
+
+def _check_ddp_bytes(answer, grad_bytes: float = DEEP_GRAD_BYTES, ranks: int = DDP_RANKS):
+    _check_bytes_setup(grad_bytes, ranks)
+    grad_bytes, ranks = DEEP_GRAD_BYTES, DDP_RANKS
     if isinstance(answer, (str, bytes, bool)):
         raise Incorrect(f"expected a number of bytes, got {type(answer).__name__} {answer!r}.")
     try:

@@ -31,7 +31,7 @@ import math
 
 from labcore.exercises.core import CustomExercise, Incorrect, NotAttempted, _is_blank
 from labcore.exercises.data_parallel import (
-    _LIVE, CHECK_STEPS, PER_RANK, _flat, _run_check, global_batch, loss_fn, make_model, recorded_loop,
+    _LIVE, CHECK_STEPS, PER_RANK, _flat, _run_check, global_batch, local_batch, loss_fn, make_model, recorded_loop,
 )
 
 __all__ = ["padded_numel", "pad_flat", "shard_of", "gather_full", "reduce_scatter_mean", "unflatten",
@@ -405,8 +405,8 @@ def tp_mlp(row=row_parallel, batch: int = 8, dims=(16, 32, 8)):
     """On every rank: the 2-layer MLP split Megatron-style, against the unsharded layer.
 
     ``row(h_shard, w2_shard, b2)`` is the row-parallel half (a learner's, or :func:`row_parallel`).
-    Returns (output, input gradient, this rank's weight-gradient shards, the same from the
-    unsharded MLP, the Recording).
+    Returns a dict: the output, the input gradient, this rank's weight-gradient shards and the
+    gradient of its copy of the bias b2, the same from the unsharded MLP, and the Recording.
     """
     import torch
     import torch.distributed as dist
@@ -436,7 +436,8 @@ def tp_mlp(row=row_parallel, batch: int = 8, dims=(16, 32, 8)):
     with torch.no_grad():
         partial = torch.tanh(x @ w1.T + b1) @ w2.T + b2           # this rank's slice only, never combined
     return dict(y=y.detach(), grad_x=x_tp.grad, grads=[t.grad for t in (w1, b1, w2)], y_ref=ref.detach(),
-                grad_x_ref=x_ref.grad, grads_ref=want, partial=partial, recording=rec.recording())
+                grad_x_ref=x_ref.grad, grads_ref=want, grad_b2=b2.grad, grad_b2_ref=mlp[2].bias.grad,
+                partial=partial, recording=rec.recording())
 
 
 def tp_dtensor(batch: int = 8, dims=(16, 32, 8), steps: int = 1):
@@ -590,6 +591,15 @@ def _check_sharded_step(answer, cluster=None, world_size: int = 4, timeout: floa
     if "reduce_scatter" not in ops or "all_gather" not in ops:
         raise Incorrect(f"the recorder saw {sorted(ops) or 'no collectives'}: the shards' gradients must be "
                         "averaged over ranks, and every rank needs all the updated parameters for the next forward.")
+    # what a sharded step moves: each (padded) gradient reduce-scattered once, each parameter gathered once
+    psi_bytes = sum(padded_numel(p.numel(), world_size) * p.element_size() for p in make_model().parameters())
+    for op, what in (("reduce_scatter", "the gradients are averaged"), ("all_gather", "the parameters are gathered")):
+        most = max(int(r[1].get(op, 0)) for r in results)
+        if most > CHECK_STEPS * psi_bytes:
+            raise Incorrect(f"the recorder saw {op.replace('_', '-')}s moving {most} bytes over {CHECK_STEPS} steps, "
+                            f"{most / (CHECK_STEPS * psi_bytes):.3g} times the model's {psi_bytes} (padded) bytes a "
+                            f"step: in a sharded step {what} once per step, and anything more is traffic that "
+                            "sharding was meant to save.")
     _against_adam([got for got, _ in results], world_size)
     return f"The recorder saw only reduce-scatters and all-gathers, and {world_size} ranks match unsharded Adam."
 
@@ -631,6 +641,24 @@ def _zero_step_summed(params, shards, opt):
             p.copy_(gather_full(s, p.shape))
 
 
+def _zero_step_gather_gradients(params, shards, opt):
+    import torch
+    import torch.distributed as dist
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    for p, s in zip(params, shards):
+        g = pad_flat(p.grad, n).contiguous()
+        every = g.new_empty(g.numel() * n)
+        dist.all_gather_single(every, g)                   # every rank's whole gradient: n times the traffic
+        mean = every.view(n, -1).mean(0)
+        s.grad = mean[rank * s.numel():(rank + 1) * s.numel()].clone()
+        reduce_scatter_mean(p.grad)                        # a leftover, its result unused
+    opt.step()
+    with torch.no_grad():
+        for p, s in zip(params, shards):
+            p.copy_(gather_full(s, p.shape))
+
+
 def _zero_step_no_gather(params, shards, opt):
     for p, s in zip(params, shards):
         s.grad = reduce_scatter_mean(p.grad)
@@ -656,20 +684,91 @@ q_sharded_step = CustomExercise(
              "        for p, s in zip(params, shards):\n"
              "            p.copy_(gather_full(s, p.shape))",
     correct_example=_zero_step,
-    wrong_examples=[_zero_step_allreduce, _zero_step_no_gather, _zero_step_summed],
+    wrong_examples=[_zero_step_allreduce, _zero_step_no_gather, _zero_step_summed, _zero_step_gather_gradients],
     expects="a function",
     **_LIVE,
 )
 
 
 # (3) ZeRO-3: gather again in backward
+def _kept_between(model, x) -> list[tuple[int, int, int]]:
+    """After one forward of ``model`` on ``x``: for each ZeRO-3 layer (in order) whose autograd node
+    keeps more than its input and its shard, (layer, elements kept besides those, elements of its
+    full weight W). Looks at what the node saved for backward and at the tensors (also in lists,
+    tuples and dicts) put on its ctx."""
+    import torch
+
+    layers = [m for m in model if hasattr(m, "shard")]
+    of_shard = {id(m.shard): k for k, m in enumerate(layers)}
+    inputs = {}
+    hooks = [m.register_forward_pre_hook(lambda m, args, k=k: inputs.__setitem__(k, args[0]))
+             for k, m in enumerate(layers)]
+    try:
+        out = model(x)
+    finally:
+        for h in hooks:
+            h.remove()
+
+    def tensors(v, depth=0):
+        if isinstance(v, torch.Tensor):
+            yield v
+        elif depth < 3 and isinstance(v, (list, tuple, set)):
+            for item in v:
+                yield from tensors(item, depth + 1)
+        elif depth < 3 and isinstance(v, dict):
+            for item in v.values():
+                yield from tensors(item, depth + 1)
+
+    def same_memory(t, u):
+        return u is not None and t.numel() > 0 and t.untyped_storage().data_ptr() == u.untyped_storage().data_ptr()
+
+    found, seen, todo = [], set(), [out.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        todo.extend(f for f, _ in node.next_functions)
+        layer = next((of_shard[id(f.variable)] for f, _ in node.next_functions
+                      if hasattr(f, "variable") and id(f.variable) in of_shard), None)
+        if layer is None or not hasattr(node, "saved_tensors"):
+            continue
+        shard, given = layers[layer].shard, inputs.get(layer)
+        kept = {}
+        for t in list(tensors(node.saved_tensors)) + list(tensors(list(vars(node).values()))):
+            if same_memory(t, shard) or same_memory(t, given):
+                continue
+            kept[(t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))] = t.numel()
+        w_numel = math.prod(layers[layer].w_shape)
+        if sum(kept.values()) >= w_numel:
+            found.append((layer, sum(kept.values()), w_numel))
+    del out
+    return sorted(found)
+
+
 def _zero3_on_rank(fn):
+    import torch.distributed as dist
+
+    from labcore.live.recorder import record
+
     model = _zero3_model(fn)
+    x, y = local_batch(0, dist.get_rank(), dist.get_world_size())
+    kept = _kept_between(model, x)
+    # forward and backward recorded apart: does backward gather the weights again?
+    with record("ZeRO-3 forward, backward") as rec:
+        with rec.step():
+            loss = loss_fn(model(x), y)
+        with rec.step():
+            loss.backward()
+    apart = rec.recording().collectives()
+    gathered_apart = [int(apart[(apart["step"] == k) & (apart["op"] == "all_gather")]["bytes"].sum()) for k in (0, 1)]
     frame = _adam_steps("ZeRO-3 layers", model, _adam(model.parameters())).collectives()
     full = _zero3_full(model)
     first = frame[frame["step"] == 0]
     gathers = first[first["op"] == "all_gather"]
-    return full, len(gathers), int(gathers["bytes"].sum()), int((first["op"] == "reduce_scatter").sum())
+    return dict(params=full, gathers=len(gathers), gathered=int(gathers["bytes"].sum()),
+                reduce_scatters=int((first["op"] == "reduce_scatter").sum()),
+                all_reduces=int((first["op"] == "all_reduce").sum()), kept=kept, gathered_apart=gathered_apart)
 
 
 def _check_zero3(answer, cluster=None, world_size: int = 4, timeout: float = 30.0):
@@ -681,16 +780,33 @@ def _check_zero3(answer, cluster=None, world_size: int = 4, timeout: float = 30.
     results = _run_check(cluster, world_size, _zero3_on_rank, answer, timeout=timeout)
     layers = sum(1 for m in make_model() if isinstance(m, torch.nn.Linear))
     psi_bytes = sum(padded_numel(p.numel(), world_size) * p.element_size() for p in make_model().parameters())
-    calls, gathered = results[0][1], results[0][2]
+    r0 = results[0]
+    calls, gathered = r0["gathers"], r0["gathered"]
+    kept = next((r["kept"] for r in results if r["kept"]), [])
+    if kept:
+        layer, numel, w_numel = kept[0]
+        raise Incorrect(f"backward used weights kept from forward: after forward, layer {layer + 1}'s autograd node "
+                        f"keeps {numel} elements besides its input and its shard (saved for backward or put on "
+                        f"ctx), as many as its full weight's {w_numel}. That is the full weight staying in memory "
+                        "from the layer's forward to its backward, which is what stage 3 exists to avoid.")
+    fwd, bwd = r0["gathered_apart"]
+    if bwd < psi_bytes:
+        raise Incorrect(f"the recorder saw backward all-gather {bwd} bytes, for a model of {psi_bytes} bytes in "
+                        f"{layers} layers (forward gathered {fwd}): backward used weights kept from forward, or "
+                        "none at all. Each layer's backward needs its full weight, and a rank keeps only its shard.")
     if gathered < 2 * psi_bytes:          # forward and backward each gather every layer once
         raise Incorrect(f"the recorder saw {calls} all-gathers moving {gathered} bytes in a step, for a model of "
                         f"{psi_bytes} bytes in {layers} layers: backward used weights kept from forward, so every "
                         "layer's full weights stayed in memory from its forward to its backward, which is what "
                         "stage 3 exists to avoid.")
-    if results[0][3] == 0:
+    if r0["all_reduces"]:
+        raise Incorrect(f"the recorder saw {r0['all_reduces']} all-reduce(s) in a step: each rank needs only its "
+                        "shard of the mean gradient, and an all-reduce delivers every rank the whole of it, moving "
+                        "twice what that needs.")
+    if r0["reduce_scatters"] == 0:
         raise Incorrect("the recorder saw no reduce-scatter in a step: each rank's shard of the gradient must be "
                         "the mean over all ranks' gradients, not a piece of its own.")
-    _against_adam([got for got, *_ in results], world_size)
+    _against_adam([r["params"] for r in results], world_size)
     return (f"Two all-gathers per layer per step ({gathered} bytes = 2 x the model), and the shards match "
             "unsharded Adam.")
 
@@ -708,6 +824,40 @@ class _KeepsWeights:
     def backward(ctx, grad_y):
         x, w = ctx.saved_tensors
         return grad_y @ w, reduce_scatter_mean(flatten(grad_y.T @ x, grad_y.sum(0))), None
+
+
+class _GathersTwiceInForward:
+    """ZeRO-3 layer whose forward gathers twice (so the count adds up) and keeps the full weight."""
+
+    @staticmethod
+    def forward(ctx, x, shard, w_shape):
+        k = math.prod(w_shape) + w_shape[0]
+        w, _ = unflatten(gather_full(shard, (k,)), w_shape)
+        _, b = unflatten(gather_full(shard, (k,)), w_shape)
+        ctx.save_for_backward(x, w)
+        return x @ w.T + b
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        x, w = ctx.saved_tensors
+        return grad_y @ w, reduce_scatter_mean(flatten(grad_y.T @ x, grad_y.sum(0))), None
+
+
+class _KeepsWeightsOnCtx:
+    """ZeRO-3 layer that gathers again in backward but uses the full weight it put on ctx in forward."""
+
+    @staticmethod
+    def forward(ctx, x, shard, w_shape):
+        w, b = unflatten(gather_full(shard, (math.prod(w_shape) + w_shape[0],)), w_shape)
+        ctx.save_for_backward(x, shard)
+        ctx.w_shape, ctx.w = w_shape, w
+        return x @ w.T + b
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        x, shard = ctx.saved_tensors
+        gather_full(shard, (math.prod(ctx.w_shape) + ctx.w_shape[0],))
+        return grad_y @ ctx.w, reduce_scatter_mean(flatten(grad_y.T @ x, grad_y.sum(0))), None
 
 
 def _backward_with(ctx, grad_y, shard_grad):
@@ -739,6 +889,23 @@ class _LocalGradients:
         return _backward_with(ctx, grad_y, lambda g: shard_of(g, dist.get_rank(), dist.get_world_size()))
 
 
+class _AllReducedGradients:
+    """ZeRO-3 layer that all-reduces the whole gradient, then keeps its own shard of the mean."""
+
+    forward = staticmethod(Zero3LinearFn.forward)
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        import torch.distributed as dist
+
+        def mean_then_shard(g):
+            g = g.clone()
+            dist.all_reduce(g)
+            return shard_of(g / dist.get_world_size(), dist.get_rank(), dist.get_world_size())
+
+        return _backward_with(ctx, grad_y, mean_then_shard)
+
+
 q_zero3_layer = CustomExercise(
     "A ZeRO-3 layer",
     "Write a class MyZero3Linear(torch.autograd.Function) with static forward(ctx, x, shard, w_shape) "
@@ -766,7 +933,8 @@ q_zero3_layer = CustomExercise(
              "        w, _ = unflatten(gather_full(shard, (k,)), ctx.w_shape)\n"
              "        return grad_y @ w, reduce_scatter_mean(flatten(grad_y.T @ x, grad_y.sum(0))), None",
     correct_example=Zero3LinearFn,
-    wrong_examples=[_KeepsWeights, _LocalGradients, _SummedGradients],
+    wrong_examples=[_KeepsWeights, _LocalGradients, _SummedGradients, _GathersTwiceInForward, _KeepsWeightsOnCtx,
+                    _AllReducedGradients],
     expects="a torch.autograd.Function class",
     **_LIVE,
 )
@@ -844,7 +1012,22 @@ def _check_row_parallel(answer, cluster=None, world_size: int = 4, timeout: floa
         if not ok or r["grad_x"] is None or not torch.allclose(r["grad_x"], r["grad_x_ref"], rtol=1e-9, atol=1e-12):
             raise Incorrect(f"the output is right but rank {rank}'s gradients are not: backward through your layer "
                             "must pass the gradient of the output to every rank's partial product unchanged.")
-    return "Outputs and gradients match the unsharded MLP on every rank."
+    for rank, r in enumerate(results):
+        got, want = r["grad_b2"], r["grad_b2_ref"]
+        if got is not None and torch.allclose(got, want, rtol=1e-9, atol=1e-12):
+            continue
+        if got is None or not bool(got.abs().max() > 0):
+            raise Incorrect(f"the output is right but rank {rank}'s bias b2 got no gradient "
+                            f"({'None' if got is None else 'zeros'}): every rank holds the whole b2 and steps it, so "
+                            "every rank's copy needs the layer's whole gradient of it, or the copies drift apart.")
+        ratio = float((got * want).sum() / (want * want).sum())
+        if torch.allclose(got, ratio * want, rtol=1e-9, atol=1e-12):
+            raise Incorrect(f"the output is right but rank {rank}'s gradient of b2 is {ratio:.3g} times the "
+                            "unsharded MLP's: how b2 enters your layer scales its gradient, though the output "
+                            "comes out the same.")
+        raise Incorrect(f"the output is right but rank {rank}'s gradient of b2 differs from the unsharded MLP's by "
+                        f"up to {float((got - want).abs().max()):.3g}.")
+    return "Outputs and gradients (b2's too) match the unsharded MLP on every rank."
 
 
 def _bias():
@@ -869,6 +1052,22 @@ def _row_no_reduce(h_shard, w2_shard, b2):
     return h_shard @ w2_shard.T + b2
 
 
+def _row_bias_split(h_shard, w2_shard, b2):
+    import torch.distributed as dist
+
+    # an n-th of the bias on every rank: the sum is right, b2's gradient is an n-th of the layer's
+    return _function(ReduceFromParallel).apply(h_shard @ w2_shard.T + b2 / dist.get_world_size())
+
+
+def _row_bias_rank0(h_shard, w2_shard, b2):
+    import torch
+    import torch.distributed as dist
+
+    # the bias only on rank 0: the sum is right, the other ranks' copies of b2 get no gradient
+    bias = b2 if dist.get_rank() == 0 else torch.zeros_like(b2)
+    return _function(ReduceFromParallel).apply(h_shard @ w2_shard.T + bias)
+
+
 q_row_parallel = CustomExercise(
     "The row-parallel layer",
     "In the Megatron MLP, rank r holds h_shard (its slice of the hidden units, from the column-parallel "
@@ -884,7 +1083,7 @@ q_row_parallel = CustomExercise(
              "def my_row_parallel(h_shard, w2_shard, b2):\n"
              "    return g.apply(h_shard @ w2_shard.T) + b2",
     correct_example=row_parallel,
-    wrong_examples=[_row_all_gather, _row_bias_everywhere, _row_no_reduce],
+    wrong_examples=[_row_all_gather, _row_bias_everywhere, _row_no_reduce, _row_bias_split, _row_bias_rank0],
     expects="a function",
     **_LIVE,
 )
