@@ -84,7 +84,7 @@ def test_out_of_a_rank_only_value_in_ranks_magic():
         magic.close_all()
 
 
-@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), "5", True])
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), "5", True, 10 ** 400, -(10 ** 400)])
 def test_bad_timeouts_are_refused_before_anything_is_sent(cluster, bad):
     pids = cluster.pids
     for attempt in (lambda: cluster.call(_whoami, timeout=bad), lambda: cluster.exec("1", timeout=bad),
@@ -509,3 +509,110 @@ def test_a_stopped_rank_holds_no_call_past_its_timeout(request_size):
                 pass
         assert _gone(pids[1])
         assert cl.run(_all_reduce_one) == [2.0, 2.0]
+
+
+def _group_timeout_s():
+    import torch
+    import torch.distributed as dist
+
+    return dist.group.WORLD._get_backend(torch.device("cpu")).options._timeout.total_seconds()
+
+
+def test_the_ranks_group_outwaits_any_call_timeout():
+    # The group's timeout used to be the cluster's timeout + 30 s, fixed at start-up, so a call
+    # given more time than that (cl.call(..., timeout=600) after a default %%ranks cell) ended with
+    # gloo's raw "Timed out waiting" instead of running to its own deadline.
+    from labcore.live import settings
+
+    with lc.Cluster(2, backend="gloo", timeout=1.0) as cl:
+        assert all(t >= settings.MAX_TIMEOUT_S for t in cl.run(_group_timeout_s))
+
+
+# -- found by an adversarial review: processes and folders that outlived their cluster ----------
+
+def _start_escaped_helpers():
+    import subprocess
+
+    code = "import os, time; os.setpgid(0, 0); time.sleep(300)"
+    return [subprocess.Popen(["sleep", "300"], start_new_session=True).pid,
+            subprocess.Popen([sys.executable, "-c", code]).pid]
+
+
+def test_helpers_that_leave_the_ranks_process_group_die_on_close():
+    cl = lc.Cluster(2, backend="gloo")
+    helpers = [pid for pids in cl.run(_start_escaped_helpers) for pid in pids]
+    time.sleep(1.0)  # let the second kind reach setpgid
+    cl.close()
+    assert all(_gone(p) for p in helpers), [p for p in helpers if not _gone(p, within=0)]
+
+
+def _run_script(tmp_path, code, timeout=120):
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(code))
+    scratch_dir = tmp_path / "tmp"
+    scratch_dir.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch_dir))
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=timeout)
+    return done, scratch_dir
+
+
+def test_a_process_forked_from_the_notebook_neither_uses_nor_stops_its_ranks(tmp_path):
+    done, scratch_dir = _run_script(tmp_path, """
+        import os, sys, labcore as lc
+        if __name__ == "__main__":
+            cl = lc.Cluster(2, backend="gloo")
+            pids = cl.pids
+            child = os.fork()
+            if child == 0:
+                try:
+                    cl.run(lambda: 1)
+                except lc.ClusterError as e:
+                    print("child:", e, flush=True)
+                sys.exit(0)         # runs the child's exit handlers, which must leave the ranks alone
+            os.waitpid(child, 0)
+            print("parent:", cl.run(lambda: os.getpid()) == pids, cl.restarts, flush=True)
+            cl.close()
+    """)
+    assert "child: this cluster's ranks belong to process" in done.stdout, done.stdout + done.stderr
+    assert "parent: True 0" in done.stdout, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert sorted(os.listdir(scratch_dir)) == []
+
+
+def test_an_interrupt_during_close_still_removes_the_folder(tmp_path):
+    done, scratch_dir = _run_script(tmp_path, """
+        import os, signal, threading, labcore as lc
+
+        def leave_thread():          # the rank cannot exit at once: close() waits for it
+            import threading, time
+            threading.Thread(target=time.sleep, args=(100,), daemon=False).start()
+
+        if __name__ == "__main__":
+            cl = lc.Cluster(2, backend="gloo")
+            cl.run(leave_thread)
+            run_dir = cl._group.run_dir
+            threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+            try:
+                cl.close()
+            except KeyboardInterrupt:
+                print("interrupted", repr(cl), os.path.exists(run_dir), flush=True)
+    """)
+    assert "interrupted" in done.stdout and "closed) False" in done.stdout, done.stdout + done.stderr
+    assert sorted(os.listdir(scratch_dir)) == []
+
+
+def test_a_notebook_killed_after_closing_its_cluster_leaves_no_folder(tmp_path):
+    done, scratch_dir = _run_script(tmp_path, """
+        import os, signal, labcore as lc
+        if __name__ == "__main__":
+            cl = lc.Cluster(2, backend="gloo")
+            cl.run(lambda: 1)
+            cl.close()               # no ranks are left to tidy up after the notebook
+            print(sorted(os.listdir(os.environ["TMPDIR"])), flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    assert "pymp-" in done.stdout, done.stdout + done.stderr   # the forkserver's socket folder
+    deadline = time.monotonic() + 8.0
+    while os.listdir(scratch_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sorted(os.listdir(scratch_dir)) == []

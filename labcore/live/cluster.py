@@ -8,6 +8,7 @@ next call, which with the warm forkserver takes a fraction of a second.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing as mp
 import numbers
@@ -19,6 +20,7 @@ import time
 import weakref
 
 import cloudpickle
+import psutil
 
 from labcore.live import hang, output, scratch, settings, source
 from labcore.live import control
@@ -35,18 +37,21 @@ _MAIN_GUARD_FIX = ("in a script, create the cluster under `if __name__ == \"__ma
                    "with forkserver or spawn, which import the script's main module)")
 
 
-# a week: the system's waits (poll takes milliseconds in a C int, 24.8 days) and gloo's own
-# timeout hold it, and no lesson needs a call that runs longer
-MAX_TIMEOUT_S = 7 * 24 * 3600
+def _brief(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def check_timeout(value, what: str = "timeout") -> float:
     """``value`` as seconds, or a ValueError naming ``what`` when it is not in (0, a week]."""
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
-            or value <= 0):
-        raise ValueError(f"{what} must be a finite, positive number of seconds (e.g. 30), not {value!r}")
-    if value > MAX_TIMEOUT_S:
-        raise ValueError(f"{what} must be at most a week ({MAX_TIMEOUT_S} s), not {value!r}: a call "
+    try:
+        finite = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+    except OverflowError:  # an int or Fraction beyond any float
+        finite = False
+    if not finite or value <= 0:
+        raise ValueError(f"{what} must be a finite, positive number of seconds (e.g. 30), not {_brief(value)}")
+    if value > settings.MAX_TIMEOUT_S:
+        raise ValueError(f"{what} must be at most a week ({settings.MAX_TIMEOUT_S} s), not {_brief(value)}: a call "
                          "that may run longer is better split into shorter ones")
     return float(value)
 
@@ -64,41 +69,75 @@ def _context(start_method: str):
 
 
 def _kill_group(pid: int) -> None:
+    """Kill a rank's process group, and the rank's descendants that left it (a new session, setpgid)."""
+    try:
+        descendants = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        descendants = []
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass  # the rank and everything it forked are already gone
+    for proc in descendants:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+
+
+_GROUPS: "weakref.WeakSet[_Group]" = weakref.WeakSet()
+
+
+def _disown_ranks() -> None:
+    """In a process forked from the notebook: forget the ranks, which are the notebook's.
+
+    multiprocessing terminates its daemonic children when a process exits, and a copy made by
+    os.fork inherits the notebook's list of them: it would stop the notebook's ranks.
+    """
+    for group in list(_GROUPS):
+        for proc in group.procs:
+            mp.process._children.discard(proc)
+
+
+os.register_at_fork(after_in_child=_disown_ranks)
 
 
 class _Group:
     """One generation of rank processes: their pipes, their lifeline and their scratch folder."""
 
-    def __init__(self, ctx, world_size: int, backend: str, timeout: float, env: dict, output_limit: int):
-        self.run_dir = scratch.make_run_dir()
+    def __init__(self, ctx, world_size: int, backend: str, env: dict, output_limit: int):
         self.procs, self.conns, self.outputs = [], [], []
-        from labcore.live import worker
+        self.run_dir, self.lifeline, lifeline_end = None, None, None
+        self.owner = os.getpid()  # a forked copy of the notebook must not stop these ranks
+        self._stopping = threading.Lock()
+        _GROUPS.add(self)
+        try:  # whatever fails on the way (no file descriptors left, an interrupt) leaves nothing behind
+            self.run_dir = scratch.make_run_dir()
+            from labcore.live import worker
 
-        lifeline_end, self.lifeline = ctx.Pipe(duplex=False)
-        try:
+            lifeline_end, self.lifeline = ctx.Pipe(duplex=False)
             for rank in range(world_size):
-                parent_end, child_end = ctx.Pipe(duplex=True)
                 out = output.RankOutput(output_limit)
                 self.outputs.append(out)
-                proc = ctx.Process(
-                    target=worker.main, name=f"labcore-rank{rank}", daemon=True,
-                    args=(child_end, lifeline_end, out.writers["out"], out.writers["err"], rank,
-                          world_size, backend, self.run_dir, os.getpid(), timeout, env))
-                proc.start()
-                child_end.close()
+                parent_end, child_end = ctx.Pipe(duplex=True)
+                self.conns.append(parent_end)
+                try:
+                    proc = ctx.Process(
+                        target=worker.main, name=f"labcore-rank{rank}", daemon=True,
+                        args=(child_end, lifeline_end, out.writers["out"], out.writers["err"], rank,
+                              world_size, backend, self.run_dir, os.getpid(), env))
+                    proc.start()
+                finally:
+                    child_end.close()
                 os.set_blocking(parent_end.fileno(), False)  # requests are written against the deadline
                 out.close_writers()
                 self.procs.append(proc)
-                self.conns.append(parent_end)
         except BaseException:
             self.stop(graceful=False)
             raise
         finally:
-            lifeline_end.close()
+            if lifeline_end is not None:
+                lifeline_end.close()
 
     def path(self, rank: int, kind: str) -> str:
         return os.path.join(self.run_dir, f"rank{rank}.{kind}")
@@ -131,7 +170,14 @@ class _Group:
         return dumps
 
     def stop(self, graceful: bool) -> None:
-        """End every rank and whatever it forked, close the pipes, remove the folder. Idempotent."""
+        """End every rank and whatever it forked, close the pipes, remove the folder. Idempotent,
+        and whole: an interrupt (Ctrl-C) waits until the folder is gone, then is raised."""
+        if os.getpid() != self.owner:
+            return  # a process forked from the notebook: the ranks are the notebook's to stop
+        with self._stopping, _interrupts_deferred():
+            self._stop(graceful)
+
+    def _stop(self, graceful: bool) -> None:
         if graceful:
             for conn in self.conns:
                 try:
@@ -141,7 +187,8 @@ class _Group:
             deadline = time.monotonic() + 3.0
             for proc in self.procs:
                 proc.join(max(0.0, deadline - time.monotonic()))
-        self.lifeline.close()  # ranks still running see EOF and end their process groups
+        if self.lifeline is not None:
+            self.lifeline.close()  # ranks still running see EOF and end their process groups
         for proc in self.procs:
             _kill_group(proc.pid)
         for proc in self.procs:
@@ -157,7 +204,31 @@ class _Group:
             if proc.exitcode is not None:
                 proc.close()
         self.procs, self.conns, self.outputs = [], [], []
-        scratch.remove(self.run_dir)
+        if self.run_dir is not None:
+            scratch.remove(self.run_dir)
+            self.run_dir = None
+
+
+@contextlib.contextmanager
+def _interrupts_deferred():
+    """Hold Ctrl-C (SIGINT) back while the block runs, then deliver it as it would have been.
+
+    Only the main thread can set a signal handler, and Python runs handlers there; any thread
+    may receive the signal, so blocking it in one thread is not enough.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught and callable(previous):
+            previous(signal.SIGINT, caught[0])        # Python's and Jupyter's raise KeyboardInterrupt
+        elif caught and previous == signal.SIG_DFL:
+            os.kill(os.getpid(), signal.SIGINT)
 
 
 def _stop_quietly(group: _Group) -> None:
@@ -262,7 +333,7 @@ class Cluster:
 
     # -- lifecycle -------------------------------------------------------------------------
     def _start(self) -> None:
-        group = _Group(self._ctx, self.world_size, self.backend, self._timeout, self.env, self.output_limit)
+        group = _Group(self._ctx, self.world_size, self.backend, self.env, self.output_limit)
         self._group = group
         self._finalizer = weakref.finalize(self, _stop_quietly, group)
         try:
@@ -308,11 +379,10 @@ class Cluster:
                 self._lock.release()
 
     def _close_now(self) -> None:
-        if self._finalizer is not None:
-            self._finalizer()  # runs the graceful stop once
-            self._finalizer = None
-        self._group = None
-        self._fault = None
+        finalizer, self._finalizer = self._finalizer, None
+        self._group, self._fault = None, None  # closed, even if an interrupt ends the stop below
+        if finalizer is not None:
+            finalizer()  # runs the graceful stop once
 
     def __enter__(self) -> "Cluster":
         return self
@@ -395,6 +465,9 @@ class Cluster:
             raise ClusterError("another call is already running on this cluster (from another thread); "
                                "wait for it to return, or give each thread its own lc.Cluster")
         try:
+            if self._group is not None and self._group.owner != os.getpid():
+                raise ClusterError(f"this cluster's ranks belong to process {self._group.owner}, which this "
+                                   "process was forked from; create an lc.Cluster of its own here")
             self._ensure_running()
             self._origins = origins or {}
             self._request_id += 1

@@ -107,6 +107,7 @@ def init(rank: int, world_size: int, local_rank: int, threads: int, backend: str
     import torch
     import torch.distributed as dist
 
+    from labcore.live import settings
     from labcore.live.context import RankInfo, _set_current
 
     teardown()
@@ -126,9 +127,8 @@ def init(rank: int, world_size: int, local_rank: int, threads: int, backend: str
                                                           timeout=timedelta(seconds=timeout_s))
     # A fresh prefix per generation: a re-initialised group never reads an older one's keys.
     store = dist.PrefixStore(f"labcore-{generation}", store)
-    # The group's own timeout sits past the notebook's deadline so the hang report wins.
     dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
-                            timeout=timedelta(seconds=timeout_s + 30),
+                            timeout=timedelta(seconds=settings.GROUP_TIMEOUT_S),
                             device_id=device if backend == "nccl" else None)
     info = RankInfo(rank, world_size, local_rank, backend, device)
     _set_current(info)

@@ -4,13 +4,17 @@ Each running rank watches a lifeline to the notebook and ends itself, but a rank
 (stopped, say) cannot, and it would keep the forkserver alive too (children hold the forkserver's
 alive pipe). So the forkserver asks Linux for a signal when the notebook dies, and on it (or on
 the SIGTERM Jupyter sends the kernel's whole process group) gives the ranks a moment to tidy up
-after themselves, then kills the process group of every rank still there, and exits.
+after themselves, then kills the process group of every rank still there, removes the notebook's
+``pymp-*`` folder once the notebook is gone (it holds the forkserver's socket; a notebook that
+closed its clusters has no ranks left to remove it), and exits.
 """
 from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
+import socket
 import sys
 import time
 
@@ -51,21 +55,38 @@ def _end_ranks(signum, frame) -> None:
                 target()
             except (OSError, psutil.Error):
                 pass
+    deadline = time.monotonic() + _GRACE_S
+    while not _notebook_gone() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _pymp_dir and _notebook_gone():
+        shutil.rmtree(_pymp_dir, ignore_errors=True)
     os._exit(0)
 
 
-def _in_forkserver() -> bool:
-    """True while multiprocessing's forkserver preloads this module (and nowhere else)."""
+def _socket_folder(frame) -> str | None:
+    """The ``pymp-*`` folder of the forkserver's listening socket (from forkserver.main's frame)."""
+    try:
+        with socket.socket(fileno=os.dup(frame.f_locals["listener_fd"])) as listener:
+            folder = os.path.dirname(listener.getsockname())
+    except (KeyError, OSError, TypeError):
+        return None
+    return folder if os.path.basename(folder).startswith("pymp-") else None
+
+
+def _forkserver_main():
+    """forkserver.main's frame while multiprocessing's forkserver preloads this module, else None."""
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
         if code.co_name == "main" and code.co_filename.endswith(os.path.join("multiprocessing", "forkserver.py")):
-            return True
+            return frame
         frame = frame.f_back
-    return False
+    return None
 
 
-if _in_forkserver():
+_main = _forkserver_main()
+_pymp_dir = _socket_folder(_main) if _main is not None else None
+if _main is not None:
     signal.signal(signal.SIGTERM, _end_ranks)
     signal.signal(signal.SIGUSR2, _end_ranks)
     _arm()

@@ -8,6 +8,7 @@ it go, and the next cluster sweeps any folder whose owner is gone (and the
 """
 from __future__ import annotations
 
+import atexit
 import glob
 import multiprocessing.util
 import os
@@ -23,8 +24,12 @@ _PYMP_NOTE = "pymp-dir"
 def make_run_dir() -> str:
     """A fresh folder owned by this process, noting multiprocessing's temp folder for the sweep."""
     run_dir = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-")
-    with open(os.path.join(run_dir, _PYMP_NOTE), "w") as f:
-        f.write(multiprocessing.util.get_temp_dir())
+    try:
+        with open(os.path.join(run_dir, _PYMP_NOTE), "w") as f:
+            f.write(multiprocessing.util.get_temp_dir())
+    except BaseException:  # out of file descriptors, an interrupt: no half-made folder stays
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     return run_dir
 
 
@@ -39,6 +44,17 @@ def remove(run_dir: str, with_pymp: bool = False) -> None:
         if os.path.basename(pymp).startswith("pymp-"):
             shutil.rmtree(pymp, ignore_errors=True)
     shutil.rmtree(run_dir, ignore_errors=True)
+    if os.path.exists(run_dir):  # e.g. no file descriptor was free to walk it: try again at exit
+        _left_behind.add(run_dir)
+
+
+_left_behind: set[str] = set()
+
+
+@atexit.register
+def _remove_left_behind() -> None:
+    for run_dir in _left_behind:
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def owner_alive(run_dir: str) -> bool:

@@ -20,6 +20,12 @@ from collections.abc import Mapping
 
 # Output kept per rank, stream and call: past this the notebook holds more than a person reads.
 MAX_OUTPUT_LIMIT = 256 << 20
+# The longest timeout a call may have: a week. The system's waits hold it (poll takes milliseconds
+# in a C int, 24.8 days) and no lesson needs a call that runs longer.
+MAX_TIMEOUT_S = 7 * 24 * 3600
+# The ranks' own process group waits longer than any call may, so whatever timeout a call is
+# given, the notebook's deadline (and its hang report) ends a hang, never gloo's or NCCL's.
+GROUP_TIMEOUT_S = MAX_TIMEOUT_S + 30
 
 
 def check_env(env) -> dict:

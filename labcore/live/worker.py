@@ -25,7 +25,7 @@ import psutil
 import torch
 import torch.distributed as dist
 
-from labcore.live import scratch
+from labcore.live import scratch, settings
 from labcore.live.context import RankInfo, _set_current
 
 def _gone(pid: int) -> bool:
@@ -59,9 +59,20 @@ def _watch_lifeline(lifeline, notebook_pid: int, run_dir: str) -> None:
                 scratch.remove(run_dir, with_pymp=True)  # nobody else is left to tidy up
                 break
             time.sleep(0.02)
+        _kill_descendants()
         os.killpg(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch, name="labcore-lifeline", daemon=True).start()
+
+
+def _kill_descendants() -> None:
+    """Kill every process this rank started, also those that left its process group (a new
+    session, setpgid), which no killpg reaches."""
+    for child in psutil.Process().children(recursive=True):
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
 
 
 def _redirect_output(stdout, stderr) -> None:
@@ -174,7 +185,7 @@ class _Worker:
 
 
 def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: str, run_dir: str,
-         notebook_pid: int, timeout_s: float, env: dict) -> None:
+         notebook_pid: int, env: dict) -> None:
     """Entry point of a worker process (the target given to multiprocessing)."""
     os.setpgid(0, 0)  # a group of its own: stopping the rank stops what it forked
     _watch_lifeline(lifeline, notebook_pid, run_dir)
@@ -201,9 +212,8 @@ def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: st
         else:
             local = torch.device("cpu")
         store = dist.FileStore(os.path.join(run_dir, "store"), world_size)
-        # The group's own timeout sits past the cluster's deadline so the parent's hang report wins.
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=timeout_s + 30),
+                                timeout=timedelta(seconds=settings.GROUP_TIMEOUT_S),
                                 device_id=local if backend == "nccl" else None)
         info = RankInfo(rank, world_size, rank, backend, local)
         _set_current(info)
@@ -214,5 +224,6 @@ def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: st
     try:
         _Worker(conn, info).serve()
     finally:
+        _kill_descendants()
         if dist.is_initialized():
             dist.destroy_process_group()
