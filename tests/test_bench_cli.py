@@ -105,6 +105,16 @@ BAD = [
     (["--tolerance", "-1"], "--tolerance"),
     (["--timeout", "0"], "timeout must be a finite, positive number"),
     (["--timeout", "1e7"], "timeout must be at most a week"),
+    # numbers so large they used to overflow (or to run without end) are refused up front
+    (["-f", "1e308"], "factor (-f) must be at most 1073741824"),
+    (["-f", "1.7976931348623157e308", "-e", "64"], "factor (-f) must be at most 1073741824"),
+    (["-f", "inf"], "factor (-f) must be a finite number"),
+    (["-e", "1e30"], "-e (max_bytes): size '1e30' is more than 2**63 bytes"),
+    (["-b", "1e300", "-e", "1.7e308"], "-b (min_bytes): size '1e300' is more than 2**63 bytes"),
+    (["-e", "64", "-i", "1e30"], "-i (step): size '1e30' is more than 2**63 bytes"),
+    (["-n", "100000000000000000000"], "iters (-n) must be at most 1000000 calls per size"),
+    (["-w", "10000001"], "warmup (-w) must be at most 1000000 calls per size"),
+    (["-N", "1000000"], "repeats (-N) must be at most 10000 sweeps"),
 ]
 
 

@@ -3,6 +3,7 @@ before any rank starts (the CLI exits 2); nothing here starts a cluster unless i
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from labcore.live.bench.cli import main
@@ -38,6 +39,64 @@ def test_a_folder_given_as_baseline_is_named(tmp_path, capfd):
     _refused(RUN + ["--baseline", str(tmp_path)], f"{tmp_path} is a folder, not a baseline", capfd)
 
 
+def test_a_baseline_that_is_no_regular_file_or_too_large_is_refused_unread(tmp_path, capfd):
+    # Small stand-ins for /dev/zero (which would be read until the memory ran out): nothing is read.
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)                                        # no writer: reading it would wait forever
+    _refused(RUN + ["--baseline", str(fifo)], f"{fifo} is a pipe (FIFO), not a baseline", capfd)
+    _refused(RUN + ["--baseline", "/dev/null"], "/dev/null is a device, not a baseline", capfd)
+    sparse = tmp_path / "sparse.json"
+    with open(sparse, "wb") as f:
+        f.truncate(65 << 20)                               # 65 MiB on paper, no blocks on disk
+    _refused(RUN + ["--baseline", str(sparse)], f"{sparse} is 65.0 MiB, more than the 64 MiB a baseline may have",
+             capfd)
+
+
+def test_a_baseline_read_is_bounded_even_when_the_file_says_it_is_empty(monkeypatch):
+    from labcore.live.bench import baseline
+
+    proc = Path("/proc/self/maps")                         # a regular file whose st_size is 0
+    if not proc.exists() or proc.stat().st_size != 0:
+        pytest.skip("needs Linux's /proc")
+    monkeypatch.setattr(baseline, "MAX_BASELINE_BYTES", 16)
+    with pytest.raises(ValueError, match="/proc/self/maps holds more than the 0 MiB a baseline may have"):
+        baseline.load_baseline(proc)
+
+
+def test_running_out_of_memory_or_any_other_failure_reading_a_baseline_is_one_line(tmp_path, capfd, monkeypatch):
+    from labcore.live.bench import baseline
+
+    good = _baseline(tmp_path, "good")
+
+    def no_memory(data):
+        raise MemoryError()                                # as under ulimit -v: no message at all
+
+    monkeypatch.setattr(baseline, "_parse", no_memory)
+    err = _refused(RUN + ["--baseline", str(good)], f"ran out of memory reading the baseline {good}", capfd)
+    assert err.strip() != "labcore bench:"
+    monkeypatch.undo()
+
+    def odd(doc, path):
+        raise RuntimeError()
+
+    monkeypatch.setattr(baseline, "_from_doc", odd)
+    _refused(RUN + ["--baseline", str(good)], f"cannot read the baseline {good} (RuntimeError)", capfd)
+    monkeypatch.undo()
+
+    def blank(path):
+        raise MemoryError()
+
+    monkeypatch.setattr(baseline, "load_baseline", blank)   # past load_baseline's own handling: still named
+    _refused(RUN + ["--baseline", str(good)], f"ran out of memory reading the baseline {good}", capfd)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100000 + "]" * 100000)
+    monkeypatch.undo()
+    _refused(RUN + ["--baseline", str(deep)], f"{deep} is not a readable baseline (its JSON is nested too deeply)",
+             capfd)
+
+
 @pytest.mark.parametrize("name,change,message", [
     ("negative", lambda r: dict(r, time_us=-5.0, median_us=-5.0), "has a time_us of -5.0, not a positive number"),
     ("words", lambda r: dict(r, median_us="fast"), "has a median_us of 'fast'"),
@@ -63,7 +122,7 @@ def test_a_baseline_of_other_placements_or_sizes_below_compare_from_is_refused(t
     (["-i", "0", "-e", "64"], "step (-i) must be a positive number of bytes, not 0"),
     (["-f", "2", "-i", "8", "-e", "32"], "give -f (sizes multiply) or -i (sizes add), not both"),
     (["-d", "int8", "-o", "avg"], "gloo cannot average int8 tensors"),
-    (["-e", "1e30"], "can be used (host RAM shared by 2 ranks)"),
+    (["-e", "1e15"], "can be used (host RAM shared by 2 ranks)"),   # (1e30 is over 2**63: refused as a size)
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
 def test_sizes_and_what_gloo_cannot_run_are_refused_before_ranks_start(args, message, capfd):
     err = _refused(["all_reduce", "-g", "2", "--backend", "gloo", *args], message, capfd)
@@ -94,6 +153,17 @@ class _NoCluster:
     (dict(op="barrier", min_bytes=-5), ValueError, "size -5 must be a finite, non-negative number"),
     (dict(env={"NCCL_DEBUG=INFO": "1"}), ValueError, "cannot be one"),
     (dict(env=["NCCL_DEBUG=INFO"]), TypeError, "env must map variable names to string values"),
+    (dict(factor=1e308, max_bytes="1M"), ValueError, "factor (-f) must be at most 1073741824"),
+    (dict(factor=np.float64("inf")), ValueError, "factor (-f) must be a finite number above 1"),
+    (dict(factor="2"), ValueError, "factor (-f) must be a finite number above 1, not '2'"),
+    (dict(max_bytes=10 ** 400), ValueError, "-e (max_bytes): size 1000000000000000000"),
+    (dict(step=10 ** 19, max_bytes=64), ValueError, "-i (step): size 10000000000000000000 is more than 2**63"),
+    (dict(iters=True), ValueError, "iters (-n) must be a whole number >= 1, not True"),
+    (dict(iters=np.bool_(True)), ValueError, "iters (-n) must be a whole number >= 1"),
+    (dict(iters=10 ** 20), ValueError, "iters (-n) must be at most 1000000"),
+    (dict(warmup=2.5), ValueError, "warmup (-w) must be a whole number >= 0, not 2.5"),
+    (dict(repeats=np.int64(10 ** 6)), ValueError, "repeats (-N) must be at most 10000"),
+    (dict(slowdown=np.int64(0)), ValueError, "slowdown must be a whole number >= 1"),
 ])
 def test_sweep_checks_every_argument_before_a_rank_starts(monkeypatch, kwargs, error, message):
     import labcore.live.cluster
@@ -105,6 +175,54 @@ def test_sweep_checks_every_argument_before_a_rank_starts(monkeypatch, kwargs, e
     with pytest.raises(error) as caught:
         sweep(kwargs.pop("cluster", 2), **kwargs)
     assert message in str(caught.value)
+
+
+class _StandInRanks:
+    """A cluster that measures nothing: it answers sweep's calls and keeps the specs sent to the ranks."""
+
+    world_size, backend, timeout = 2, "gloo", 60.0
+
+    def __init__(self):
+        self.specs, self.last_output = [], [("", "")] * 2
+
+    def call(self, fn, args=(), kwargs=None, timeout=None):
+        if fn.__name__ == "_free_memory":
+            return [("cpu", 1 << 30)] * 2
+        spec = args[0]
+        self.specs.append(spec)
+        row = dict(op=spec["op"], size=spec["nbytes"], placement="in-place", time_us=1.0, busbw=1.0, wrong=0)
+        return [[row], [row]]
+
+
+def test_sweep_takes_numpy_integers_wherever_a_whole_number_is_asked():
+    from labcore.live.bench.sweep import sweep
+
+    ranks = _StandInRanks()
+    df = sweep(ranks, "broadcast", min_bytes=np.int64(64), max_bytes=np.int32(256), factor=np.int64(2),
+               root=np.int64(1), warmup=np.int32(1), iters=np.int64(5), repeats=np.int64(2),
+               slowdown=np.uint8(1), corrupt=np.int16(0), placements=("in-place",), progress=False)
+    assert sorted(set(df["size"])) == [64, 128, 256] and len(df) == 6
+    spec = ranks.specs[0]
+    assert all(type(spec[k]) is int for k in ("root", "warmup", "iters", "slowdown", "corrupt", "nbytes"))
+    assert (spec["root"], spec["warmup"], spec["iters"]) == (1, 1, 5)
+    assert type(df.attrs["params"]["repeats"]) is int and type(df.attrs["params"]["factor"]) is float
+    sweep(ranks, "all_reduce", max_bytes=64, factor=np.float32(4), iters=np.int8(1), progress=False)
+
+
+def test_the_shared_checks_take_numpy_integers_and_refuse_bools():
+    from labcore.live.bench import checks
+
+    assert checks.check_counts(np.int64(0), np.int32(3), np.uint16(2)) == (0, 3, 2)
+    assert all(type(n) is int for n in checks.check_counts(np.int64(0), np.int32(3), np.uint16(2)))
+    assert type(checks.check_ranks(np.int64(2))) is int
+    for bad in (True, np.bool_(True), 2.0, "2", np.float64(2)):
+        with pytest.raises(ValueError, match="must be a whole number"):
+            checks.check_counts(0, bad)
+    assert checks.check_factor(np.float32(1.5)) == 1.5 and checks.check_factor(np.int64(4)) == 4.0
+    import fractions
+
+    with pytest.raises(ValueError, match="finite number above 1"):
+        checks.check_factor(fractions.Fraction(10 ** 400, 3))   # too large for a float
 
 
 NCCL_TESTS = ROOT / "tests" / "data" / "nccl_tests_nccl-tests-167_max_then_min.txt"

@@ -49,6 +49,10 @@ class _Recorded:
 
     def pull(self, name, timeout=None):
         self.calls.append(("pull", timeout))
+        if name == "missing":
+            from labcore.live.errors import RankError
+
+            raise RankError({0: ("NameError", f"name {name!r} is not defined", "")}, restarted=False)
         return [1, 2]
 
 
@@ -64,6 +68,37 @@ def test_ranks_on_a_cluster_keeps_its_timeout_unless_told_otherwise():
 
 
 @pytest.mark.parametrize("line,message", [
+    ("--on cl --out 'not a name'", "--out needs a Python name to copy back, such as result, not 'not a name'"),
+    ("--on cl --out x --out class", "--out needs a Python name to copy back, such as result, not 'class'"),
+    ("--on cl --backend nccl", "--backend nccl cannot apply with --on cl"),
+    ("--on cl --backend auto", "--backend auto cannot apply with --on cl"),
+    ("3 --on cl", "that cluster has 2 ranks"),
+])
+def test_ranks_refuses_a_bad_line_before_the_cell_runs(line, message):
+    from labcore.live import magic
+
+    cl = _Recorded()
+    ns = {"cl": cl}
+    with pytest.raises(ValueError, match=message):
+        magic.ranks(line, "print('the cell ran')", ns)
+    assert cl.calls == [] and set(ns) == {"cl"}
+
+
+def test_ranks_out_is_all_or_nothing():
+    from labcore.live import RankError, magic
+
+    cl = _Recorded()
+    ns = {"cl": cl, "x": "before"}
+    with pytest.raises(RankError, match="'missing' is not defined"):
+        magic.ranks("--on cl --out x --out missing", "x = rank", ns)
+    assert ns["x"] == "before" and "missing" not in ns          # nothing was set
+    magic.ranks("--on cl --out x --out y --out x", "x = y = rank", ns)
+    assert ns["x"] == ns["y"] == [1, 2]
+    assert [c for c, _ in cl.calls].count("pull") == 2 + 2    # x once in the second cell, though named twice
+
+
+@pytest.mark.parametrize("line,message", [
+    ("2 --out 'not a name'", "--out needs a Python name"),
     ("2 --record class", "--record needs a Python name"),
     ("2 --record dist", "would hide the ranks' 'dist'"),
     ("2 --record rank", "would hide the ranks' 'rank'"),
@@ -134,3 +169,14 @@ def test_has_gpus_asks_for_a_whole_number_of_gpus(n):
 
     with pytest.raises(ValueError, match="has_gpus"):
         lc.live.has_gpus(n)
+
+
+def test_ranks_on_something_that_is_not_a_cluster_is_named():
+    import builtins
+
+    from labcore.live import magic
+
+    for value in (builtins, 5, None):     # builtins has an exec, but no ranks
+        what = f"no cluster named 'thing' in the notebook \\(thing is a {type(value).__name__}\\)"
+        with pytest.raises(ValueError, match=what):
+            magic.ranks("--on thing", "print('ran')", {"thing": value})

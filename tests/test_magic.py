@@ -74,3 +74,21 @@ def test_ranks_on_a_named_cluster(ip, capsys):
         magic.ranks("--on nothing", "pass", ip.user_ns)
     with pytest.raises(ValueError, match="needs the number of ranks"):
         magic.parse_line("--timeout 3")
+
+
+def test_a_bad_out_name_or_backend_with_on_stops_the_cell_before_it_runs(ip, capsys):
+    import labcore as lc
+
+    ip.user_ns.pop("y", None)
+    with pytest.raises(ValueError, match="--out needs a Python name"):
+        ip.run_cell_magic("ranks", "2 --backend gloo --out 'not a name'", "print('the cell ran')\n")
+    with pytest.raises(ValueError, match="--backend nccl cannot apply with --on"):
+        ip.run_cell_magic("ranks", "--on mine2 --backend nccl", "print('the cell ran')\n")
+    assert "the cell ran" not in capsys.readouterr().out
+    with lc.Cluster(2, backend="gloo") as cl:
+        ip.user_ns["mine2"] = cl
+        ip.run_cell_magic("ranks", "--on mine2", "x = rank\n")
+        ip.user_ns["x"] = "before"
+        with pytest.raises(Exception, match="'y' is not defined"):
+            ip.run_cell_magic("ranks", "--on mine2 --out x --out y", "x = rank + 10\n")
+        assert ip.user_ns["x"] == "before" and "y" not in ip.user_ns   # all or nothing

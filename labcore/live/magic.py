@@ -20,6 +20,7 @@ in the notebook the combined Recording.
 from __future__ import annotations
 
 import argparse
+import keyword
 import shlex
 import sys
 
@@ -59,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("world_size", type=int, nargs="?", help="number of ranks")
     p.add_argument("--on", metavar="CLUSTER",
                    help="run on this notebook variable's cluster (e.g. one on ipyparallel engines)")
-    p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
+    p.add_argument("--backend", default=None, choices=["auto", "gloo", "nccl"],
+                   help="the backend of the cluster this cell starts (default auto; not with --on)")
     p.add_argument("--timeout", type=_seconds, default=None,
                    help=f"seconds before a hang report (default {DEFAULT_TIMEOUT_S:g}; with --on, the cluster's own)")
     p.add_argument("--out", action="append", default=[], metavar="NAME",
@@ -91,6 +93,13 @@ def parse_line(line: str) -> argparse.Namespace:
         raise _UsageError("%%ranks needs the number of ranks (e.g. %%ranks 4) or a cluster (%%ranks --on cl)")
     if args.world_size is not None and args.world_size < 1:
         raise _UsageError(f"%%ranks needs at least 1 rank, got {args.world_size}")
+    if args.on is not None and args.backend is not None:
+        raise _UsageError(f"%%ranks: --backend {args.backend} cannot apply with --on {args.on}, which runs on "
+                          f"that cluster's own backend: drop --backend, or start the cluster with the "
+                          "backend you want")
+    for name in args.out:
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise _UsageError(f"%%ranks: --out needs a Python name to copy back, such as result, not {name!r}")
     if args.record is not None:
         from labcore.live.recorder import check_recording_name
 
@@ -104,13 +113,25 @@ def parse_line(line: str) -> argparse.Namespace:
     return args
 
 
+def _is_cluster(value) -> bool:
+    """Whether ``value`` runs cells as a cluster does (a module with an ``exec`` is not one)."""
+    if not (callable(getattr(value, "exec", None)) and callable(getattr(value, "pull", None))):
+        return False
+    try:
+        size = value.world_size
+    except Exception:  # noqa: BLE001 - anything that cannot say its size is not a cluster here
+        return False
+    return isinstance(size, int) and not isinstance(size, bool)
+
+
 def ranks(line: str, cell: str, user_ns: dict | None = None) -> None:
     """The body of the ``%%ranks`` cell magic."""
     args = parse_line(line)
     if args.on is not None:
         cluster = (user_ns or {}).get(args.on)
-        if not callable(getattr(cluster, "exec", None)):
-            raise _UsageError(f"%%ranks --on {args.on}: no cluster named {args.on!r} in the notebook "
+        if not _is_cluster(cluster):
+            what = "" if args.on not in (user_ns or {}) else f" ({args.on} is a {type(cluster).__name__})"
+            raise _UsageError(f"%%ranks --on {args.on}: no cluster named {args.on!r} in the notebook{what} "
                               "(create it first, e.g. cl = lc.Cluster(4))")
         if args.world_size not in (None, cluster.world_size):
             raise _UsageError(f"%%ranks {args.world_size} --on {args.on}: that cluster has "
@@ -118,22 +139,23 @@ def ranks(line: str, cell: str, user_ns: dict | None = None) -> None:
         timeout = args.timeout           # None: the cluster's own, left as its owner set it
     else:
         timeout = DEFAULT_TIMEOUT_S if args.timeout is None else args.timeout
-        cluster = get_cluster(args.world_size, args.backend, timeout)
+        cluster = get_cluster(args.world_size, args.backend or "auto", timeout)
+    results = {}
     if args.record:
         from labcore.live.recorder import record_cell
 
-        values, recording = record_cell(cluster, args.record, cell, timeout)
-        if user_ns is not None:
-            user_ns[args.record] = recording
+        values, results[args.record] = record_cell(cluster, args.record, cell, timeout)
     else:
         values = cluster.exec(cell, timeout=timeout)
     for rank, value in enumerate(values):
         if value is not None:
             print(f"Out[rank {rank}]: {value}")
-    for name in args.out:
-        pulled = cluster.pull(name, timeout=timeout)
-        if user_ns is not None:
-            user_ns[name] = pulled
+    # All or nothing: every name is pulled before any is set, so a name the ranks lack leaves
+    # the notebook as it was (not half updated).
+    for name in dict.fromkeys(args.out):
+        results[name] = cluster.pull(name, timeout=timeout)
+    if user_ns is not None:
+        user_ns.update(results)
     sys.stdout.flush()
 
 

@@ -20,6 +20,8 @@ Example
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pandas as pd
@@ -28,6 +30,10 @@ FORMAT = "labcore-bench-baseline/2"
 # Version 1 files hold a single run (no repeat column); they still load.
 READS = (FORMAT, "labcore-bench-baseline/1")
 NEEDED = ["op", "size", "type", "placement", "time_us", "busbw"]
+# A baseline of the lab is a few KiB to a few MiB (4096 sizes x 2 placements x repeats); a
+# larger file is not one, and is refused before it is read (``--baseline /dev/zero`` would
+# otherwise fill the memory).
+MAX_BASELINE_BYTES = 64 << 20
 
 
 def save_baseline(df: pd.DataFrame, path) -> Path:
@@ -46,22 +52,118 @@ def load_baseline(path) -> pd.DataFrame:
     """Read a file written by :func:`save_baseline` (or the CLI's ``--json``) back into a sweep.
 
     Raises FileNotFoundError when there is no file, ValueError naming the file when it
-    is not a readable baseline (not JSON, another format, rows without the columns a gate needs).
+    is not a readable baseline (a folder, a device or pipe, larger than
+    :data:`MAX_BASELINE_BYTES`, not JSON, another format, rows without the columns a gate needs)
+    or when reading it failed in any other way (out of memory, say).
     """
     path = Path(path)
+    data = _read_bounded(path)
     try:
-        doc = json.loads(path.read_text())
+        doc = _parse(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not a readable baseline (corrupt JSON: {_one_line(exc)}); save it again "
+                         "with --json FILE") from None
+    except MemoryError:
+        raise ValueError(f"ran out of memory reading the baseline {path} ({len(data)} bytes); free some "
+                         "memory, or give a baseline saved with --json FILE") from None
+    except RecursionError:
+        raise ValueError(f"{path} is not a readable baseline (its JSON is nested too deeply); save it "
+                         "again with --json FILE") from None
+    try:
+        return _from_doc(doc, path)
+    except ValueError:
+        raise
+    except MemoryError:
+        raise ValueError(f"ran out of memory reading the baseline {path}; free some memory, or give a "
+                         "baseline saved with --json FILE") from None
+    except Exception as exc:  # noqa: BLE001 - any other failure is still one line naming the file
+        raise ValueError(f"cannot read the baseline {path} ({_named(exc)}); save it again with "
+                         "--json FILE") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    """``exc``'s message on one line, at most 300 characters ('' when it has none)."""
+    text = " ".join(str(exc).split())
+    return text[:300] + "..." if len(text) > 300 else text
+
+
+def _named(exc: BaseException) -> str:
+    """``exc`` as 'Type: message', or just 'Type' when its message is blank."""
+    text = _one_line(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _parse(data: bytes):
+    return json.loads(data.decode("utf-8"))
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most :data:`MAX_BASELINE_BYTES`.
+
+    Looked at before it is opened (opening a device can act on it), opened without blocking
+    (a FIFO with no writer would wait forever) and checked again on the open file, then read
+    up to one byte past the limit, so a file that grows (or a /proc file that says it is
+    empty) is never read whole.
+    """
+    if "\0" in str(path):
+        raise ValueError(f"{str(path)!r} is not a file name (it holds a NUL character): give the JSON "
+                         "file saved with --json FILE")
+    try:
+        _check_kind(path, os.stat(path))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise FileNotFoundError(f"no baseline at {path}: save one first with "
                                 "lc.bench.save_baseline(df, path) or --json FILE") from None
     except IsADirectoryError:
-        raise ValueError(f"{path} is a folder, not a baseline: give the JSON file saved with --json FILE") from None
+        raise ValueError(f"{path} is a folder, not a baseline: give the JSON file saved with "
+                         "--json FILE") from None
     except OSError as exc:
         raise ValueError(f"cannot read the baseline {path} ({exc.strerror}): check the path and its "
                          "permissions") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path} is not a readable baseline (corrupt JSON: {exc}); save it again "
-                         "with --json FILE") from None
+    try:
+        _check_kind(path, os.fstat(fd))
+        os.set_blocking(fd, True)
+        chunks, total = [], 0
+        while total <= MAX_BASELINE_BYTES:
+            chunk = os.read(fd, min(1 << 20, MAX_BASELINE_BYTES + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > MAX_BASELINE_BYTES:
+            raise ValueError(_too_large(path, None))
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ValueError(f"cannot read the baseline {path} ({exc.strerror or _named(exc)}): check the "
+                         "path and its permissions") from None
+    except MemoryError:
+        raise ValueError(f"ran out of memory reading the baseline {path}; free some memory, or give a "
+                         "baseline saved with --json FILE") from None
+    finally:
+        os.close(fd)
+
+
+def _check_kind(path: Path, info: os.stat_result) -> None:
+    """Refuse what is not a regular file of at most :data:`MAX_BASELINE_BYTES`, naming it."""
+    if stat.S_ISDIR(info.st_mode):
+        raise ValueError(f"{path} is a folder, not a baseline: give the JSON file saved with --json FILE")
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a pipe (FIFO)" if stat.S_ISFIFO(info.st_mode) else
+                "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else
+                "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
+        raise ValueError(f"{path} is {kind}, not a baseline: give the JSON file saved with --json FILE")
+    if info.st_size > MAX_BASELINE_BYTES:
+        raise ValueError(_too_large(path, info.st_size))
+
+
+def _too_large(path: Path, size: int | None) -> str:
+    how_big = f"is {size / (1 << 20):.1f} MiB," if size is not None else "holds"
+    return (f"{path} {how_big} more than the {MAX_BASELINE_BYTES >> 20} MiB a baseline may have: it is not "
+            "a baseline of the lab; give the JSON file saved with --json FILE")
+
+
+def _from_doc(doc, path: Path) -> pd.DataFrame:
+    """The sweep a parsed baseline document holds, checked."""
     if not isinstance(doc, dict) or doc.get("format") not in READS:
         raise ValueError(f"{path} is not a labcore bench baseline (expected format {FORMAT!r}); "
                          "save one with --json FILE")

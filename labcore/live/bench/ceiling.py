@@ -51,10 +51,10 @@ def copy_bandwidth(cluster, nbytes: int = 64 << 20, repeats: int = 7) -> tuple[f
     """
     from labcore.live.bench.stats import bootstrap_median
 
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 4:
-        raise ValueError(f"nbytes must be a whole number of bytes >= 4, not {nbytes!r}")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be a whole number >= 1, not {repeats!r}")
+    from labcore.live.bench.checks import whole_at_least
+
+    nbytes = whole_at_least(nbytes, "nbytes (a number of bytes)", 4)
+    repeats = whole_at_least(repeats, "repeats", 1)
     seconds = np.asarray(cluster.call(copy_seconds, (nbytes, repeats)), dtype=float)
     per_repeat = (nbytes // 4 * 4) / seconds / 1e9
     return bootstrap_median(per_repeat.mean(axis=0))

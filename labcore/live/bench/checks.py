@@ -14,17 +14,48 @@ ValueError: every size is too small for all_gather on 4 ranks of 4-byte elements
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 from pathlib import Path
 
 from labcore.live.bench import ops as _ops
+
+# The most calls a size may time or warm up with (-n, -w: every timed call keeps its stamp,
+# so 10**20 of them would fill any memory), and the most repeats of a sweep (-N).
+MAX_CALLS = 10**6
+MAX_REPEATS = 10**4
+# The largest factor (-f) between sizes: 8 bytes times 2**30 is already 8 GiB, and a factor
+# near the largest float would multiply a size past what any number of bytes can hold.
+MAX_FACTOR = float(1 << 30)
+
+
+def whole(value):
+    """``value`` as a Python int if it is a whole number (an int or a numpy integer, not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def whole_at_least(value, what: str, least: int) -> int:
+    """``value`` as an int if it is a whole number >= ``least``; else ValueError naming ``what``."""
+    number = whole(value)
+    if number is None or number < least:
+        raise ValueError(f"{what} must be a whole number >= {least}, not {value!r}")
+    return number
+
 
 def check_ranks(nranks, flag: str = "world_size") -> int:
     """``nranks`` as an int, if at least 1 and within what this machine holds
     (:func:`labcore.live.sysinfo.rank_limit`, the same limit a Cluster applies)."""
     from labcore.live.sysinfo import LIMIT_ENV, rank_limit
 
-    if isinstance(nranks, bool) or not isinstance(nranks, int) or nranks < 1:
+    number = whole(nranks)
+    if number is None or number < 1:
         raise ValueError(f"{flag} must be a whole number of ranks >= 1, not {nranks!r}")
+    nranks = number
     limit, why = rank_limit()
     if nranks > limit:
         raise ValueError(f"{flag} {nranks} is more ranks than this machine can hold ({why}); use at "
@@ -32,12 +63,20 @@ def check_ranks(nranks, flag: str = "world_size") -> int:
     return nranks
 
 
-def check_counts(warmup, iters, repeats=1) -> None:
-    """Warm-up calls >= 0, timed calls >= 1, repeats >= 1 (whole numbers)."""
-    for name, flag, value, least in (("warmup", "-w", warmup, 0), ("iters", "-n", iters, 1),
-                                     ("repeats", "-N", repeats, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"{name} ({flag}) must be a whole number >= {least}, not {value!r}")
+def check_counts(warmup, iters, repeats=1) -> tuple[int, int, int]:
+    """(warmup, iters, repeats) as ints: warm-up calls 0 to :data:`MAX_CALLS`, timed calls
+    1 to :data:`MAX_CALLS`, repeats 1 to :data:`MAX_REPEATS` (whole numbers, numpy's too)."""
+    counts = []
+    for name, flag, value, least, most, unit in (
+            ("warmup", "-w", warmup, 0, MAX_CALLS, "calls per size"),
+            ("iters", "-n", iters, 1, MAX_CALLS, "calls per size"),
+            ("repeats", "-N", repeats, 1, MAX_REPEATS, "sweeps")):
+        number = whole_at_least(value, f"{name} ({flag})", least)
+        if number > most:
+            raise ValueError(f"{name} ({flag}) must be at most {most} {unit}, not {value!r}: "
+                             f"use {flag} {most} or fewer")
+        counts.append(number)
+    return tuple(counts)
 
 
 def check_collective(op: str, nranks: int, redop: str, root: int) -> str:
@@ -52,8 +91,9 @@ def check_collective(op: str, nranks: int, redop: str, root: int) -> str:
     if name in _ops.OPS and _ops.OPS[name].power_of_two and nranks & (nranks - 1):
         raise ValueError(f"{name} needs a power-of-two number of ranks (nccl-tests skips others), "
                          f"not {nranks}: use -g {1 << (nranks.bit_length() - 1)}")
-    if isinstance(root, bool) or not isinstance(root, int):
+    if whole(root) is None:
         raise ValueError(f"root (-r) must be a whole rank number, not {root!r}")
+    root = whole(root)
     if name in _ops.OPS and _ops.OPS[name].rooted and not 0 <= root < nranks:
         raise ValueError(f"root (-r) must be a rank between 0 and {nranks - 1}, not {root}")
     return name
@@ -76,7 +116,7 @@ def check_sizes(op: str, sizes: list[int], nranks: int, itemsize: int) -> None:
     name = _ops.canonical(op)
     if name == _ops.BARRIER or not sizes:
         return
-    bad = [s for s in sizes if not isinstance(s, int) or s < 0]
+    bad = [s for s in sizes if whole(s) is None or s < 0]
     if bad:
         raise ValueError(f"sizes must be whole, non-negative numbers of bytes, not {bad[0]!r}")
     if len(set(sizes)) != len(sizes):
@@ -91,10 +131,23 @@ def check_sizes(op: str, sizes: list[int], nranks: int, itemsize: int) -> None:
                          f"elements: {why}; make the largest size (-e, max_bytes) at least {need} bytes")
 
 
-def check_factor(factor) -> None:
-    if factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float))
-                               or not math.isfinite(factor)):
+def check_factor(factor) -> float | None:
+    """``factor`` as a float if it is a finite number (numpy's too) of at most :data:`MAX_FACTOR`.
+
+    (Whether it is above 1 is :func:`labcore.live.bench.units.size_steps`'s check, with -i's advice.)
+    """
+    if factor is None:
+        return None
+    try:
+        value = float(factor) if isinstance(factor, numbers.Real) and not isinstance(factor, bool) else None
+    except (OverflowError, ValueError, TypeError):
+        value = math.inf
+    if value is None or not math.isfinite(value):
         raise ValueError(f"factor (-f) must be a finite number above 1, not {factor!r}")
+    if value > MAX_FACTOR:
+        raise ValueError(f"factor (-f) must be at most {MAX_FACTOR:.0f} (2**30: 8 bytes times that is "
+                         f"8 GiB already), not {factor!r}: use a smaller factor, or a step in bytes (-i)")
+    return value
 
 
 def check_writable(path) -> Path:

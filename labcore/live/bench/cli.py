@@ -56,7 +56,8 @@ where the lab differs from nccl-tests 2.19.6 on purpose:
   -b/-e   default 8 to 32M, less if memory is short (nccl-tests: 32M to 32M); -b 0 needs -i.
   -f      may be fractional (nccl-tests reads a whole number); a factor that repeats a size
           is refused, and so is -f with -i (nccl-tests lets a factor above 1 win).
-  sizes   at most 4096 in a sweep.
+  limits  at most 4096 sizes in a sweep, each below 2**63 bytes; -f at most 2**30; -n and -w at
+          most 1000000 calls; -N at most 10000 repeats.
   -c      on (1) or off (0) (nccl-tests: the number of checks).
   -N      repeats the sweep, interleaved, as nccl-tests' -N; the gate (--baseline) needs them.
   -o      sum, prod, max, min, avg; not mulsum or all. -d takes one type, not all.
@@ -106,6 +107,17 @@ def _parser() -> argparse.ArgumentParser:
                    help="false-alarm rate of the gate over all sizes (default 0.05)")
     p.add_argument("--compare-from", default="0", help="compare only sizes from this many bytes up")
     return p
+
+
+def _one_line(exc: BaseException) -> str:
+    """``exc`` as one line that is never blank (a bare MemoryError has no message)."""
+    text = " ".join(str(exc).split())
+    if text:
+        return text
+    if isinstance(exc, MemoryError):
+        return ("ran out of memory (MemoryError): free some memory, or ask for smaller sizes (-e) or "
+                "fewer ranks (-g)")
+    return type(exc).__name__
 
 
 def _under_torchrun() -> bool:
@@ -167,7 +179,18 @@ def _check_files(args, spec, nranks, sizes) -> pd.DataFrame | None:
     if args.json and Path(args.json).resolve() == Path(args.baseline).resolve():
         raise ValueError(f"--json and --baseline both name {args.baseline}: the run would overwrite its own "
                          "baseline; save this run to another file")
-    base = _baseline.load_baseline(args.baseline)
+    try:
+        base = _baseline.load_baseline(args.baseline)
+    except (ValueError, FileNotFoundError):
+        raise
+    except MemoryError:
+        raise ValueError(f"ran out of memory reading the baseline {args.baseline}: free some memory, or give "
+                         "the JSON file saved with --json FILE") from None
+    except Exception as exc:  # noqa: BLE001 - whatever else went wrong, one line naming the file
+        text = " ".join(str(exc).split())
+        what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        raise ValueError(f"cannot read the baseline {args.baseline} ({what}); give the JSON file saved "
+                         "with --json FILE") from None
     itemsize = dtype_of(spec["dtype"])[1].itemsize
     stats.check_comparable(base, _planned(spec, nranks, itemsize, sizes), args.baseline,
                            parse_size(args.compare_from))
@@ -288,8 +311,8 @@ def _main_torchrun(args, spec, sizes_asked) -> int:
         if rank == 0:
             try:
                 base = _check_files(args, spec, nranks, sizes_asked)
-            except (ValueError, FileNotFoundError) as exc:
-                problem = [str(exc)]
+            except Exception as exc:  # noqa: BLE001 - every rank must hear of it, or they wait forever
+                problem = [_one_line(exc)]
         dist.broadcast_object_list(problem, src=0)
         if problem[0]:
             if rank == 0:
@@ -360,7 +383,7 @@ def main(argv: list[str]) -> int:
         spec, nranks, sizes = _validate(args)
         base = None if _under_torchrun() else _check_files(args, spec, nranks, sizes)
     except (ValueError, FileNotFoundError, MemoryError) as exc:
-        print(f"labcore bench: {exc}", file=sys.stderr)
+        print(f"labcore bench: {_one_line(exc)}", file=sys.stderr)
         return 2
     from labcore.live.errors import ClusterError
 
@@ -375,7 +398,7 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 128 + stop.signum
     except (ValueError, MemoryError) as exc:
-        print(f"labcore bench: {exc}", file=sys.stderr)
+        print(f"labcore bench: {_one_line(exc)}", file=sys.stderr)
         return 2
     except ClusterError as exc:
         print(f"labcore bench: the ranks failed:\n{exc}", file=sys.stderr)

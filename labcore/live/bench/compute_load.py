@@ -84,9 +84,9 @@ def training_neighbours(n: int = 2, width: int = 512, max_seconds: float = 300.0
     max_seconds : each stops by itself after this long, even if the block is still running.
     ready_timeout : seconds to wait for every process's first step before giving up.
     """
-    for name, value, least in (("n", n, 1), ("width", width, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"{name} must be a whole number >= {least}, not {value!r}")
+    from labcore.live.bench.checks import whole_at_least
+
+    n, width = whole_at_least(n, "n", 1), whole_at_least(width, "width", 1)
     for name, value in (("max_seconds", max_seconds), ("ready_timeout", ready_timeout)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
             raise ValueError(f"{name} must be a finite number of seconds above 0, not {value!r}")

@@ -114,12 +114,14 @@ def control_table(runs, size: int, placement: str = "in-place", baseline: int = 
     the run's repeats) with its bootstrap interval low_us..high_us, center_us, lower_us,
     upper_us, signal, gate ("regression"/"pass"/"inconclusive" for monitored runs) and slowdown.
     """
+    from labcore.live.bench.checks import whole
     from labcore.live.bench.stats import bootstrap_median, compare
 
     ordered = _ordered_runs(runs)
-    if isinstance(baseline, bool) or not isinstance(baseline, int) or not 2 <= baseline < len(ordered):
+    if whole(baseline) is None or not 2 <= baseline < len(ordered):
         raise ValueError(f"baseline must be a whole number of runs from 2 to {len(ordered) - 1} (the rest are "
                          f"watched), not {baseline!r}: measure more runs or use a shorter baseline")
+    baseline = whole(baseline)
     picked = []
     for label, df in ordered:
         d = df[(df["size"] == size) & (df["placement"] == placement)] if "placement" in df else df[df["size"] == size]

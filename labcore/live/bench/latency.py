@@ -170,7 +170,8 @@ def call_latencies(cluster, op: str = "all_reduce", nbytes=1 << 20, *, calls: in
     name = checks.check_collective(op, cluster.world_size, redop, root)
     if name == _ops.BARRIER:
         raise ValueError("a barrier moves no data; time a collective that does (all_reduce, ...)")
-    checks.check_counts(warmup, calls)
+    warmup, calls, _ = checks.check_counts(warmup, calls)
+    root = checks.whole(root)
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {PLACEMENTS}, not {placement!r}")
     _, torch_dtype = dtype_of(dtype)

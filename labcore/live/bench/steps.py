@@ -127,10 +127,11 @@ def ddp_steps(cluster, configs: Mapping[str, dict], *, repeats: int = 5, steps: 
     if not isinstance(configs, Mapping) or not configs:
         raise ValueError("configs must be a non-empty dict {label: {'bucket_cap_mb': ..., 'sync': ...}}")
     checked = {str(label): _check_config(str(label), dict(cfg)) for label, cfg in configs.items()}
-    check_counts(warmup, steps, repeats)
-    for name, value in (("depth", depth), ("width", width), ("batch", batch)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a whole number >= 1, not {value!r}")
+    from labcore.live.bench.checks import whole_at_least
+
+    warmup, steps, repeats = check_counts(warmup, steps, repeats)
+    depth, width, batch = (whole_at_least(value, name, 1)
+                           for name, value in (("depth", depth), ("width", width), ("batch", batch)))
     if cluster.world_size < 2:
         raise ValueError("a DDP step needs at least 2 ranks to communicate: use a cluster of 2 or more")
     rows = {label: [] for label in checked}

@@ -55,13 +55,13 @@ def plan_sizes(op: str, nranks: int, itemsize: int, budget: int | None, min_byte
     can say how much they have).
     """
     if _ops.canonical(op) == _ops.BARRIER:
-        parse_size(min_bytes)   # a barrier moves no data, but a size given is still read
+        _size(min_bytes, "-b (min_bytes)")   # a barrier moves no data, but a size given is still read
         if max_bytes is not None:
-            parse_size(max_bytes)
+            _size(max_bytes, "-e (max_bytes)")
         return [0]
-    checks.check_factor(factor)
-    lo = parse_size(min_bytes)
-    step = parse_size(step) if step is not None else None
+    factor = checks.check_factor(factor)
+    lo = _size(min_bytes, "-b (min_bytes)")
+    step = _size(step, "-i (step)") if step is not None else None
     if max_bytes is None:
         sizes = size_steps(lo, max(lo, DEFAULT_MAX_BYTES), factor, step)
         if budget is not None:
@@ -70,11 +70,19 @@ def plan_sizes(op: str, nranks: int, itemsize: int, budget: int | None, min_byte
                 memory.require_fit(op, sizes[0], nranks, itemsize, budget, check, where)
             sizes = fitting
     else:
-        sizes = size_steps(lo, parse_size(max_bytes), factor, step)
+        sizes = size_steps(lo, _size(max_bytes, "-e (max_bytes)"), factor, step)
         if budget is not None:
             memory.require_fit(op, max(sizes), nranks, itemsize, budget, check, where)
     checks.check_sizes(op, sizes, nranks, itemsize)
     return sizes
+
+
+def _size(value, flag: str) -> int:
+    """``parse_size(value)``, its error naming the flag it came from."""
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise ValueError(f"{flag}: {exc}") from None
 
 
 def _validate(op, nranks, dtype, redop, root, warmup, iters, placements, repeats, slowdown, check, corrupt,
@@ -83,10 +91,9 @@ def _validate(op, nranks, dtype, redop, root, warmup, iters, placements, repeats
 
     name = checks.check_collective(op, nranks, redop, root)
     _, torch_dtype = dtype_of(dtype)
-    checks.check_counts(warmup, iters, repeats)
-    for what, value, least in (("slowdown", slowdown, 1), ("corrupt", corrupt, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"{what} must be a whole number >= {least}, not {value!r}")
+    warmup, iters, repeats = checks.check_counts(warmup, iters, repeats)
+    slowdown = checks.whole_at_least(slowdown, "slowdown", 1)
+    corrupt = checks.whole_at_least(corrupt, "corrupt", 0)
     if not isinstance(check, bool):
         raise ValueError(f"check must be True or False, not {check!r}")
     if timeout is not None:
@@ -97,7 +104,10 @@ def _validate(op, nranks, dtype, redop, root, warmup, iters, placements, repeats
     if not placements or set(placements) - set(PLACEMENTS) or len(set(placements)) != len(placements):
         raise ValueError(f"placements must name each of {PLACEMENTS} at most once (and one at least), "
                          f"got {placements}")
-    return name, torch_dtype, placements
+    # Plain ints from here on (numpy's integers are accepted, and sent to the ranks as ints).
+    counts = dict(root=checks.whole(root), warmup=warmup, iters=iters, repeats=repeats, slowdown=slowdown,
+                  corrupt=corrupt)
+    return name, torch_dtype, placements, counts
 
 
 def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, factor: float = 2,
@@ -166,8 +176,11 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
                         f"start, not {type(cluster).__name__}")
     nranks = checks.check_ranks(int(cluster)) if owned else cluster.world_size
     cluster = nranks if owned else cluster
-    name, torch_dtype, placements = _validate(op, nranks, dtype, redop, root, warmup, iters, placements,
-                                              repeats, slowdown, check, corrupt, timeout)
+    name, torch_dtype, placements, counts = _validate(op, nranks, dtype, redop, root, warmup, iters,
+                                                      placements, repeats, slowdown, check, corrupt, timeout)
+    root, warmup, iters, repeats, slowdown, corrupt = (counts[k] for k in ("root", "warmup", "iters", "repeats",
+                                                                            "slowdown", "corrupt"))
+    factor = checks.check_factor(factor)
     env = check_env(env)
     # Checked now, before any rank starts: what the backend can run, the sizes and, for ranks
     # this call starts on the CPU, their memory (the ranks of a given cluster say how much they have).
@@ -201,9 +214,9 @@ def _sweep_on(cl, name, torch_dtype, min_bytes, max_bytes, factor, step, dtype, 
     spec = dict(op=name, dtype=dtype_of(dtype)[0], redop=redop, root=root, warmup=warmup,
                 iters=iters, placements=placements, check=check, corrupt=corrupt, slowdown=slowdown)
     rows, logs = [], [""] * cl.world_size
-    runs = [(rep, nbytes) for rep in range(repeats) for nbytes in sizes]
-    with tqdm(runs, desc=f"{name} on {cl.world_size} ranks ({cl.backend})", unit="size",
-              disable=not progress, leave=False) as bar:
+    runs = ((rep, nbytes) for rep in range(repeats) for nbytes in sizes)   # lazily: repeats x sizes may be long
+    with tqdm(runs, total=repeats * len(sizes), desc=f"{name} on {cl.world_size} ranks ({cl.backend})",
+              unit="size", disable=not progress, leave=False) as bar:
         for rep, nbytes in bar:
             got = cl.call(measure, args=({**spec, "nbytes": nbytes},), timeout=timeout)[0]
             rows += [dict(row, repeat=rep) for row in got]

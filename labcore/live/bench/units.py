@@ -13,6 +13,7 @@ Example
 from __future__ import annotations
 
 import math
+import numbers
 import re
 
 import torch
@@ -22,6 +23,10 @@ import torch
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _NUMBER = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf(?:inity)?|nan))",
                      re.IGNORECASE)
+
+# The largest size (-b, -e, -i) read: 2**63 bytes (8 EiB) is more than torch can index, and
+# sizes near the largest float would overflow when multiplied by a factor.
+MAX_BYTES = (1 << 63) - 1
 
 # A sweep of more sizes than this is a slip of -i or -f (one of 8 B steps up to 1 GiB would
 # keep a list of 134 million sizes before measuring any).
@@ -43,12 +48,12 @@ def parse_size(text) -> int:
 
     A number (``8``, ``0.3``, ``1e3``) and an optional K, M or G (powers of 1024);
     a fractional result is truncated as nccl-tests' cast to ``size_t`` does, so
-    ``0.3K`` is 307 bytes. nan, inf and negative sizes are refused.
+    ``0.3K`` is 307 bytes. nan, inf, negative sizes and sizes above :data:`MAX_BYTES` are refused.
     """
     if isinstance(text, bool):
         raise ValueError(f"size {text!r} is not a number of bytes")
-    if isinstance(text, int):
-        value = float(text)
+    if isinstance(text, numbers.Integral):   # Python's and numpy's integers, exactly (10**400 too)
+        value = int(text)
     else:
         s = str(text)
         match = _NUMBER.match(s)
@@ -57,8 +62,12 @@ def parse_size(text) -> int:
             raise ValueError(f"cannot read size {text!r}: write a number of bytes with an optional "
                              "K, M or G (powers of 1024), e.g. 8, 0.3K, 64K, 128M, 1G")
         value = float(match.group(1)) * _UNITS[unit]
-    if math.isnan(value) or math.isinf(value) or value < 0:
+    if value < 0 or (isinstance(value, float) and not math.isfinite(value)):
         raise ValueError(f"size {text!r} must be a finite, non-negative number of bytes")
+    if value > MAX_BYTES:
+        shown = repr(text) if len(repr(text)) <= 40 else f"{repr(text)[:20]}... ({len(repr(text))} characters)"
+        raise ValueError(f"size {shown} is more than 2**63 bytes (8 EiB), more than torch can index: "
+                         "give a number of bytes with an optional K, M or G, e.g. 64K, 128M, 8G")
     return int(value)
 
 
@@ -96,7 +105,8 @@ def size_steps(min_bytes: int, max_bytes: int, factor: float | None = 2,
         sizes.append(size)
         if len(sizes) > MAX_SIZES:
             raise _too_many(f"over {MAX_SIZES}")
-        nxt = int(size * factor)
+        # capped before rounding: a product past every size (even an infinite one) ends the loop
+        nxt = int(min(size * factor, float(1 << 64)))
         if nxt <= size:
             raise ValueError(f"factor (-f) {factor:g} repeats the size {size} ({size} x {factor:g} rounds "
                              f"to {nxt} bytes): use a factor of at least {(size + 1) / size:.3g}, or a "
