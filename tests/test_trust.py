@@ -616,3 +616,115 @@ def test_a_notebook_killed_after_closing_its_cluster_leaves_no_folder(tmp_path):
     while os.listdir(scratch_dir) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert sorted(os.listdir(scratch_dir)) == []
+
+
+def _break_stdout(how):
+    import sys
+
+    class Unflushable:
+        def write(self, text):
+            return len(text)
+
+        def flush(self):
+            raise RuntimeError("a logger's flush failed")
+
+    if how == "close":
+        sys.stdout.close()
+    elif how == "none":
+        sys.stdout = None
+    else:
+        sys.stdout = Unflushable()
+    return how
+
+
+def _say(text):
+    print(text)
+    return text
+
+
+@pytest.mark.parametrize("how", ["close", "none", "replace"])
+def test_code_that_breaks_sys_stdout_still_gets_its_reply_and_the_next_call_prints(how):
+    with lc.Cluster(2, backend="gloo") as cl:
+        assert cl.run(_break_stdout, how) == [how, how]
+        assert cl.run(_say, "heard") == ["heard", "heard"] and cl.restarts == 0
+        assert [out for out, _ in cl.last_output] == ["heard\n", "heard\n"]
+
+
+def _odd_values(kind):
+    if kind == "cycle":
+        cycle = [1]
+        cycle.append(cycle)
+        return cycle
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise ValueError("no")
+
+    raise Unprintable()
+
+
+def test_a_list_that_holds_itself_comes_back_and_an_unprintable_error_is_a_rank_error(cluster):
+    back = cluster.run(_odd_values, "cycle")
+    assert all(v[0] == 1 and v[1] is v for v in back)
+    with pytest.raises(RankError, match="Unprintable"):
+        cluster.run(_odd_values, "unprintable")
+    assert cluster.run(_whoami) == list(range(cluster.world_size))
+
+
+class _ExitsWhenLoaded:
+    def __reduce__(self):
+        return (sys.exit, (3,))
+
+
+def test_a_reply_whose_loading_exits_is_refused_not_raised():
+    with lc.Cluster(2, backend="gloo") as cl:
+        with pytest.raises(ClusterError, match="cannot load"):
+            cl.run(lambda: _ExitsWhenLoaded())
+        assert cl.run(_whoami) == [0, 1]
+
+
+def _print_later():
+    import threading
+    import time
+
+    def later():
+        time.sleep(0.3)
+        print("from the first call's thread", flush=True)
+
+    threading.Thread(target=later, daemon=True).start()
+
+
+def test_output_printed_after_a_call_returned_is_not_the_next_calls(capsys):
+    with lc.Cluster(2, backend="gloo") as cl:
+        cl.run(_print_later)
+        time.sleep(1.0)
+        cl.run(_say, "second")
+        assert [out for out, _ in cl.last_output] == ["second\n", "second\n"]
+    shown = capsys.readouterr().out
+    assert "[rank 0, after its last call returned] from the first call's thread" in shown
+    assert "[rank 0] second" in shown
+
+
+def test_close_from_another_thread_waits_for_a_call_given_more_time_than_the_cluster():
+    cl = lc.Cluster(2, backend="gloo", timeout=0.5)
+    got = {}
+
+    def call():
+        try:
+            got["result"] = cl.call(time.sleep, (2.0,), timeout=10)
+        except BaseException as exc:  # what the call saw, for the assertion below
+            got["error"] = exc
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    time.sleep(0.5)
+    cl.close()
+    worker.join(10)
+    assert got == {"result": [None, None]} and cl.closed
+
+
+def test_a_variable_named_timeout_can_be_pushed_in_a_dict(cluster):
+    cluster.push({"timeout": 30, "n": 4}, timeout=5)
+    assert cluster.pull("timeout") == [30] * cluster.world_size and cluster.pull("n") == [4] * cluster.world_size
+    with pytest.raises(TypeError, match="dict of variable names"):
+        cluster.push({"not a name": 1})

@@ -29,6 +29,8 @@ from labcore.live.sysinfo import check_world_size, choose_backend
 
 # How long the other ranks get to report after one rank raised, before the group is replaced.
 _ERROR_GRACE_S = 1.0
+# A hang report asks each stuck rank for its stack: about this long.
+_STACK_DUMP_S = 2.0
 # First start includes the forkserver importing torch; allow for a slow, shared machine.
 _START_TIMEOUT_S = 120.0
 # Exit code of a rank that found lc.Cluster(...) while importing a script's main module.
@@ -319,6 +321,8 @@ class Cluster:
         self._request_id = 0
         self._emitted = False
         self._lock = threading.Lock()
+        self._call_ends = 0.0            # when the running call's timeout, hang report and grace are over
+        self._closed_under_call = False  # close() in another thread gave up waiting for that call
         scratch.sweep()
         self._start()
 
@@ -369,9 +373,10 @@ class Cluster:
         """Stop every rank and remove the scratch files. Safe to call twice.
 
         Using the cluster again afterwards starts fresh ranks. A call running in
-        another thread gets its timeout to finish first.
+        another thread gets its own timeout (and its hang report) to finish first.
         """
-        locked = self._lock.acquire(timeout=self._timeout + _ERROR_GRACE_S + 5)
+        locked = self._lock.acquire(timeout=max(0.0, self._call_ends - time.monotonic()) + 1.0)
+        self._closed_under_call = not locked
         try:
             self._close_now()
         finally:
@@ -446,8 +451,17 @@ class Cluster:
             raise TypeError(f"Cluster.pull needs a variable name such as 'result', not {name!r}")
         return self._request("pull", name.encode(), self._call_timeout(timeout))
 
-    def push(self, timeout: float | None = None, **values) -> None:
-        """Define names in every rank's ``%%ranks`` namespace, e.g. ``cl.push(n=1024)``."""
+    def push(self, names: dict | None = None, /, timeout: float | None = None, **values) -> None:
+        """Define names in every rank's ``%%ranks`` namespace, e.g. ``cl.push(n=1024)``.
+
+        ``timeout`` is the call's own; a variable of that name goes in a dict:
+        ``cl.push({"timeout": 30})``.
+        """
+        if names is not None:
+            if not isinstance(names, dict) or not all(isinstance(k, str) and k.isidentifier() for k in names):
+                raise TypeError("Cluster.push takes a dict of variable names to values, e.g. {'timeout': 30}, "
+                                "or the names as keywords")
+            values = {**names, **values}
         timeout = self._call_timeout(timeout)
         for name, value in values.items():
             try:
@@ -469,14 +483,23 @@ class Cluster:
                 raise ClusterError(f"this cluster's ranks belong to process {self._group.owner}, which this "
                                    "process was forked from; create an lc.Cluster of its own here")
             self._ensure_running()
+            self._emit_late()
             self._origins = origins or {}
             self._request_id += 1
             outbox = control.Outbox(control.frame((self._request_id, kind, payload)),
                                     [conn.fileno() for conn in self._group.conns])
             for fd in outbox.unsent():
                 outbox.write(fd)  # a short request to ranks that are reading goes out at once
+            self._call_ends = time.monotonic() + timeout + _STACK_DUMP_S + _ERROR_GRACE_S
             return self._collect(self._request_id, outbox, timeout)
+        except Exception:
+            if self._closed_under_call:
+                raise ClusterError("close() ran in another thread while this call was still running, after "
+                                   "waiting for the call's timeout; the cluster is closed (using it again "
+                                   "starts fresh ranks)") from None
+            raise
         finally:
+            self._closed_under_call = False
             self._lock.release()
 
     def _collect(self, request_id: int, outbox: control.Outbox, timeout: float) -> list:
@@ -584,7 +607,7 @@ class Cluster:
         for rank in range(len(replies)):
             try:
                 results.append(cloudpickle.loads(replies[rank][1]))
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # what a reply's own unpickling raises (not Ctrl-C)
                 failed = failed or (rank, exc)
                 results.append(None)
         if failed:
@@ -612,6 +635,17 @@ class Cluster:
                             unreached)
         self._fault = "the previous call timed out"
         raise CollectiveTimeout(report)
+
+    def _emit_late(self) -> None:
+        """Show what ranks printed after their last call returned (a thread that call left running),
+        marked as such, so that it is not taken for the next call's output."""
+        late = self._group.read_output()
+        if self.show_output:
+            for rank, (out, err) in enumerate(late):
+                for text, stream in ((out, sys.stdout), (err, sys.stderr)):
+                    for line in text.splitlines():
+                        stream.write(f"[rank {rank}, after its last call returned] {line}\n")
+            sys.stdout.flush()
 
     def _emit(self) -> list[tuple[str, str]]:
         """Read what every rank printed during the call; show it prefixed by rank, in rank order."""

@@ -503,7 +503,7 @@ class EngineCluster:
         for rank in range(len(replies)):
             try:
                 results.append(cloudpickle.loads(replies[rank][1]))
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # what a reply's own unpickling raises (not Ctrl-C)
                 self._fault = f"rank {rank} returned a value the notebook could not load"
                 self._ready = False
                 raise ClusterError(f"rank {rank} returned a value the notebook cannot load "

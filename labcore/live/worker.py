@@ -75,24 +75,77 @@ def _kill_descendants() -> None:
             pass
 
 
+_output_pipes: dict[int, int] = {}  # fd 1 and 2 -> a spare descriptor of the notebook's pipe
+
+
 def _redirect_output(stdout, stderr) -> None:
     """Point fds 1 and 2 at the notebook's pipes, so C-level output (NCCL logs) is kept too."""
     for fd, conn in ((1, stdout), (2, stderr)):
         os.dup2(conn.fileno(), fd)
+        _output_pipes[fd] = os.dup(fd)
         conn.close()
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
 
 
-def _to_cpu(value):
-    """Move CUDA tensors to the CPU so the parent can unpickle results without touching CUDA."""
+def _flush_output() -> None:
+    """Flush what a call printed, and mend what its code broke (a closed or replaced sys.stdout,
+    a closed fd 1): the reply must still go back, and the next call's output reach the notebook."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        stream = getattr(sys, name)
+        try:
+            stream.flush()
+            usable = not stream.closed
+        except Exception:
+            usable = False
+        try:
+            ours = os.path.sameopenfile(fd, _output_pipes[fd])
+        except (OSError, KeyError):
+            ours = False
+        if not ours and fd in _output_pipes:
+            os.dup2(_output_pipes[fd], fd)
+        if not usable:
+            setattr(sys, name, open(fd, "w", buffering=1, closefd=False))
+
+
+def _items(value) -> list | None:
+    """What a plain list, tuple or dict holds (None for anything else)."""
+    if type(value) in (list, tuple):
+        return list(value)
+    if type(value) is dict:
+        return list(value.values())
+    return None
+
+
+def _holds_cuda(value, seen: set) -> bool:
+    if isinstance(value, torch.Tensor):
+        return value.is_cuda
+    items = _items(value)
+    if items is None or id(value) in seen:  # a list that holds itself is walked once
+        return False
+    seen.add(id(value))
+    return any(_holds_cuda(v, seen) for v in items)
+
+
+def _to_cpu(value, active: set | None = None):
+    """Move CUDA tensors to the CPU so the parent can unpickle results without touching CUDA.
+
+    A value without CUDA tensors goes back as it is (lists that hold themselves included).
+    """
+    if active is None and not _holds_cuda(value, set()):
+        return value
+    active = set() if active is None else active
     if isinstance(value, torch.Tensor):
         return value.detach().cpu() if value.is_cuda else value
-    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
-        return type(value)(_to_cpu(v) for v in value)
-    if isinstance(value, dict) and type(value) is dict:
-        return {k: _to_cpu(v) for k, v in value.items()}
-    return value
+    if _items(value) is None or id(value) in active:
+        return value
+    active.add(id(value))
+    try:
+        if type(value) is dict:
+            return {k: _to_cpu(v, active) for k, v in value.items()}
+        return type(value)(_to_cpu(v, active) for v in value)
+    finally:
+        active.discard(id(value))
 
 
 _cell_numbers = itertools.count(1)
@@ -121,7 +174,15 @@ def _describe(exc: BaseException, skip_own_frames: bool = False) -> tuple[str, s
     tb = exc.__traceback__
     while skip_own_frames and tb is not None and tb.tb_frame.f_code.co_filename == __file__:
         tb = tb.tb_next
-    return type(exc).__name__, str(exc), "".join(traceback.format_exception(type(exc), exc, tb))
+    try:
+        message = str(exc)
+    except Exception as broken:  # the exception's own __str__ failed
+        message = f"(its message could not be shown: {type(broken).__name__} in its __str__)"
+    try:
+        text = "".join(traceback.format_exception(type(exc), exc, tb))
+    except Exception:
+        text = f"{type(exc).__name__}: {message}\n"
+    return type(exc).__name__, message, text
 
 
 def _pickle_reply(value) -> bytes:
@@ -179,8 +240,7 @@ class _Worker:
             finally:
                 if os.getpid() != self.pid:
                     os._exit(0)  # a process the user's code forked: it must not answer for the rank
-                sys.stdout.flush()
-                sys.stderr.flush()
+                _flush_output()
             self.conn.send((req_id, self.pid, *reply, self.group_intact()))
 
 
