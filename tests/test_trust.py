@@ -728,3 +728,13 @@ def test_a_variable_named_timeout_can_be_pushed_in_a_dict(cluster):
     assert cluster.pull("timeout") == [30] * cluster.world_size and cluster.pull("n") == [4] * cluster.world_size
     with pytest.raises(TypeError, match="dict of variable names"):
         cluster.push({"not a name": 1})
+
+
+def test_settings_a_rank_would_trip_over_are_refused_before_it_starts():
+    with pytest.raises(ValueError, match="TORCH_DISTRIBUTED_DEBUG is one of OFF, INFO, DETAIL"):
+        lc.Cluster(2, backend="gloo", env={"TORCH_DISTRIBUTED_DEBUG": "verbose"})
+    with lc.Cluster(2, backend="gloo", output_limit=np.int64(1 << 16), reply_limit=np.int64(1 << 20)) as cl:
+        assert cl.reply_limit == 1 << 20 and type(cl.reply_limit) is int
+        with pytest.raises(ValueError, match="not text"):
+            cl.exec("x = '\udcff'")
+        assert cl.run(_whoami) == [0, 1] and cl.restarts == 0

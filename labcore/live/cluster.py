@@ -300,8 +300,9 @@ class Cluster:
             raise ValueError(f"world_size must be a positive int (the number of ranks), not {world_size!r}")
         timeout = check_timeout(timeout)
         output_limit = settings.check_output_limit(output_limit)
-        if isinstance(reply_limit, bool) or not isinstance(reply_limit, int) or reply_limit < 1:
+        if isinstance(reply_limit, bool) or not isinstance(reply_limit, numbers.Integral) or reply_limit < 1:
             raise ValueError(f"reply_limit must be a number of bytes (an int of at least 1), not {reply_limit!r}")
+        reply_limit = int(reply_limit)
         env = settings.check_env(env)
         self._ctx = _context(start_method)
         self.backend = choose_backend(world_size, backend)
@@ -443,7 +444,12 @@ class Cluster:
         """
         if not isinstance(code, str):
             raise TypeError(f"Cluster.exec needs the code as a string, not {type(code).__name__}")
-        return self._request("exec", code.encode(), self._call_timeout(timeout))
+        try:
+            source = code.encode()
+        except UnicodeEncodeError as bad:
+            raise ValueError(f"the code holds {bad.object[bad.start:bad.end]!r} at position {bad.start}, which is "
+                             "not text (a lone surrogate, e.g. from a file read with the wrong encoding)") from None
+        return self._request("exec", source, self._call_timeout(timeout))
 
     def pull(self, name: str, timeout: float | None = None) -> list:
         """The value of ``name`` in each rank's ``%%ranks`` namespace, in rank order."""

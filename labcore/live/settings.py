@@ -16,10 +16,13 @@ ValueError: env names variables, and 'NCCL DEBUG=INFO' cannot be one (no '=', NU
 """
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 
 # Output kept per rank, stream and call: past this the notebook holds more than a person reads.
 MAX_OUTPUT_LIMIT = 256 << 20
+# The values torch.distributed accepts for TORCH_DISTRIBUTED_DEBUG (c10d's DebugLevel).
+_DEBUG_LEVELS = ("OFF", "INFO", "DETAIL")
 # The longest timeout a call may have: a week. The system's waits hold it (poll takes milliseconds
 # in a C int, 24.8 days) and no lesson needs a call that runs longer.
 MAX_TIMEOUT_S = 7 * 24 * 3600
@@ -44,12 +47,15 @@ def check_env(env) -> dict:
                              "empty): write it as {'NCCL_DEBUG': 'INFO'}")
         if "\0" in value:
             raise ValueError(f"env[{name!r}] holds a NUL character, which no environment variable can")
+        if name == "TORCH_DISTRIBUTED_DEBUG" and value.upper() not in _DEBUG_LEVELS:
+            raise ValueError(f"TORCH_DISTRIBUTED_DEBUG is one of {', '.join(_DEBUG_LEVELS)} (torch refuses "
+                             f"anything else as the ranks start), not {value!r}")
     return dict(env)
 
 
 def check_output_limit(limit) -> int:
     """``limit`` if it is a whole number of bytes from 2 to :data:`MAX_OUTPUT_LIMIT`."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 2 <= limit <= MAX_OUTPUT_LIMIT:
+    if isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or not 2 <= limit <= MAX_OUTPUT_LIMIT:
         raise ValueError(f"output_limit must be a number of bytes (an int from 2 to {MAX_OUTPUT_LIMIT:,}, "
                          f"{MAX_OUTPUT_LIMIT >> 20} MiB), not {limit!r}")
-    return limit
+    return int(limit)
