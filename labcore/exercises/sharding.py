@@ -826,7 +826,7 @@ class _KeepsWeights:
         return grad_y @ w, reduce_scatter_mean(flatten(grad_y.T @ x, grad_y.sum(0))), None
 
 
-class _GathersTwiceInForward:
+class _GathersTwiceInForward(_KeepsWeights):
     """ZeRO-3 layer whose forward gathers twice (so the count adds up) and keeps the full weight."""
 
     @staticmethod
@@ -836,11 +836,6 @@ class _GathersTwiceInForward:
         _, b = unflatten(gather_full(shard, (k,)), w_shape)
         ctx.save_for_backward(x, w)
         return x @ w.T + b
-
-    @staticmethod
-    def backward(ctx, grad_y):
-        x, w = ctx.saved_tensors
-        return grad_y @ w, reduce_scatter_mean(flatten(grad_y.T @ x, grad_y.sum(0))), None
 
 
 class _KeepsWeightsOnCtx:
