@@ -738,3 +738,15 @@ def test_settings_a_rank_would_trip_over_are_refused_before_it_starts():
         with pytest.raises(ValueError, match="not text"):
             cl.exec("x = '\udcff'")
         assert cl.run(_whoami) == [0, 1] and cl.restarts == 0
+
+
+def test_a_temp_folder_too_long_for_the_forkservers_socket_is_named(tmp_path):
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    script = tmp_path / "long.py"
+    script.write_text("import labcore as lc\nif __name__ == '__main__':\n    lc.Cluster(2, backend='gloo')\n")
+    done = subprocess.run([sys.executable, str(script)], env=dict(os.environ, TMPDIR=str(deep)),
+                          capture_output=True, text=True, timeout=120)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and "ClusterError" in last and "set TMPDIR to a short path" in last, done.stderr
+    assert os.listdir(deep) == []

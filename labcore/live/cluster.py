@@ -15,6 +15,7 @@ import numbers
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 import weakref
@@ -338,7 +339,14 @@ class Cluster:
 
     # -- lifecycle -------------------------------------------------------------------------
     def _start(self) -> None:
-        group = _Group(self._ctx, self.world_size, self.backend, self.env, self.output_limit)
+        try:
+            group = _Group(self._ctx, self.world_size, self.backend, self.env, self.output_limit)
+        except OSError as exc:
+            if "AF_UNIX path too long" not in str(exc):
+                raise
+            raise ClusterError(f"the temp folder's path is too long for the forkserver's socket (TMPDIR="
+                               f"{tempfile.gettempdir()!r}, and a socket's path may have about 100 characters): "
+                               "set TMPDIR to a short path such as /tmp, or use start_method='spawn'") from None
         self._group = group
         self._finalizer = weakref.finalize(self, _stop_quietly, group)
         try:
