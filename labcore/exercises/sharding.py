@@ -299,9 +299,7 @@ def zero_train(stage: int, steps: int = CHECK_STEPS):
     def step_and_gather():
         opt.step()
         if stage in (1, 2):                # every rank needs all the updated parameters
-            with torch.no_grad():
-                for p, s in zip(params, shards):
-                    p.copy_(gather_full(s, p.shape))
+            _regather(params, shards)
 
     rec = _adam_steps(f"ZeRO-{stage}" if stage else "data parallel", model, _StepWith(opt, step_and_gather), steps,
                       after_backward)
@@ -604,19 +602,23 @@ def _check_sharded_step(answer, cluster=None, world_size: int = 4, timeout: floa
     return f"The recorder saw only reduce-scatters and all-gathers, and {world_size} ranks match unsharded Adam."
 
 
-def _zero_step(params, shards, opt):
+def _regather(params, shards) -> None:
+    """Every rank's full parameters again, from the updated shards."""
     import torch
 
-    for p, s in zip(params, shards):
-        s.grad = reduce_scatter_mean(p.grad)
-    opt.step()
     with torch.no_grad():
         for p, s in zip(params, shards):
             p.copy_(gather_full(s, p.shape))
 
 
+def _zero_step(params, shards, opt):
+    for p, s in zip(params, shards):
+        s.grad = reduce_scatter_mean(p.grad)
+    opt.step()
+    _regather(params, shards)
+
+
 def _zero_step_allreduce(params, shards, opt):
-    import torch
     import torch.distributed as dist
 
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -625,24 +627,17 @@ def _zero_step_allreduce(params, shards, opt):
         dist.all_reduce(g)
         s.grad = shard_of(g / n, rank, n)
     opt.step()
-    with torch.no_grad():
-        for p, s in zip(params, shards):
-            p.copy_(gather_full(s, p.shape))
+    _regather(params, shards)
 
 
 def _zero_step_summed(params, shards, opt):
-    import torch
-
     for p, s in zip(params, shards):
         s.grad = _reduce_scatter(p.grad, mean=False)          # the sum over ranks, not the mean
     opt.step()
-    with torch.no_grad():
-        for p, s in zip(params, shards):
-            p.copy_(gather_full(s, p.shape))
+    _regather(params, shards)
 
 
 def _zero_step_gather_gradients(params, shards, opt):
-    import torch
     import torch.distributed as dist
 
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -654,9 +649,7 @@ def _zero_step_gather_gradients(params, shards, opt):
         s.grad = mean[rank * s.numel():(rank + 1) * s.numel()].clone()
         reduce_scatter_mean(p.grad)                        # a leftover, its result unused
     opt.step()
-    with torch.no_grad():
-        for p, s in zip(params, shards):
-            p.copy_(gather_full(s, p.shape))
+    _regather(params, shards)
 
 
 def _zero_step_no_gather(params, shards, opt):

@@ -13,6 +13,7 @@ import math
 import multiprocessing as mp
 import numbers
 import os
+import select
 import signal
 import sys
 import tempfile
@@ -653,22 +654,25 @@ class Cluster:
     def _emit_late(self) -> None:
         """Show what ranks printed after their last call returned (a thread that call left running),
         marked as such, so that it is not taken for the next call's output."""
-        late = self._group.read_output()
+        waiting = select.poll()  # one system call: between calls the pipes are nearly always empty
+        for out in self._group.outputs:
+            for fd in out.fds.values():
+                waiting.register(fd, select.POLLIN)
+        if waiting.poll(0):
+            self._show(self._group.read_output(), ", after its last call returned")
+
+    def _show(self, outputs: list[tuple[str, str]], note: str = "") -> None:
+        """Print each rank's output, prefixed ``[rank r<note>]``, in rank order (when show_output)."""
         if self.show_output:
-            for rank, (out, err) in enumerate(late):
+            for rank, (out, err) in enumerate(outputs):
                 for text, stream in ((out, sys.stdout), (err, sys.stderr)):
                     for line in text.splitlines():
-                        stream.write(f"[rank {rank}, after its last call returned] {line}\n")
+                        stream.write(f"[rank {rank}{note}] {line}\n")
             sys.stdout.flush()
 
     def _emit(self) -> list[tuple[str, str]]:
         """Read what every rank printed during the call; show it prefixed by rank, in rank order."""
         self.last_output = self._group.read_output()
         self._emitted = True
-        if self.show_output:
-            for rank, (out, err) in enumerate(self.last_output):
-                for text, stream in ((out, sys.stdout), (err, sys.stderr)):
-                    for line in text.splitlines():
-                        stream.write(f"[rank {rank}] {line}\n")
-            sys.stdout.flush()
+        self._show(self.last_output)
         return self.last_output

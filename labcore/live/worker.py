@@ -75,17 +75,23 @@ def _kill_descendants() -> None:
             pass
 
 
-_output_pipes: dict[int, int] = {}  # fd 1 and 2 -> a spare descriptor of the notebook's pipe
+_output_pipes: dict[int, tuple[int, tuple]] = {}  # fd 1 and 2 -> a spare descriptor of the pipe, its identity
 
 
 def _redirect_output(stdout, stderr) -> None:
     """Point fds 1 and 2 at the notebook's pipes, so C-level output (NCCL logs) is kept too."""
     for fd, conn in ((1, stdout), (2, stderr)):
         os.dup2(conn.fileno(), fd)
-        _output_pipes[fd] = os.dup(fd)
+        spare = os.dup(fd)
+        _output_pipes[fd] = spare, _identity(spare)
         conn.close()
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
+
+
+def _identity(fd: int) -> tuple:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
 
 
 def _flush_output() -> None:
@@ -98,12 +104,13 @@ def _flush_output() -> None:
             usable = not stream.closed
         except Exception:
             usable = False
+        spare, identity = _output_pipes.get(fd, (None, None))
         try:
-            ours = os.path.sameopenfile(fd, _output_pipes[fd])
-        except (OSError, KeyError):
+            ours = _identity(fd) == identity
+        except OSError:
             ours = False
-        if not ours and fd in _output_pipes:
-            os.dup2(_output_pipes[fd], fd)
+        if not ours and spare is not None:
+            os.dup2(spare, fd)
         if not usable:
             setattr(sys, name, open(fd, "w", buffering=1, closefd=False))
 
