@@ -11,15 +11,14 @@ as soon as its length is known, before the bytes pile up in memory.
 """
 from __future__ import annotations
 
+import math
 import os
-import selectors
+import select
 import struct
 from multiprocessing.reduction import ForkingPickler
 
 _CHUNK = 1 << 20
 _SHORT = 0x7FFFFFFF  # longest message with a 4-byte length
-# poll costs one system call a wait where epoll costs several (multiprocessing's wait chooses it too)
-_Selector = getattr(selectors, "PollSelector", selectors.SelectSelector)
 
 
 def frame(message) -> bytes:
@@ -56,19 +55,23 @@ def wait(readers: list, writers: list[int], timeout: float) -> tuple[list, list[
     """Like ``multiprocessing.connection.wait``, also for pipes ready to take more bytes.
 
     ``readers`` are connections or file descriptors; returns the readers ready to read and
-    the descriptors of ``writers`` ready to write.
+    the descriptors of ``writers`` ready to write. One poll(2), as selectors' PollSelector would
+    make it, without building a selector on every wait of every call.
     """
-    events: dict[int, list] = {}
+    by_fd: dict[int, object] = {}
+    masks: dict[int, int] = {}
     for obj in readers:
-        events[obj if isinstance(obj, int) else obj.fileno()] = [selectors.EVENT_READ, obj]
+        fd = obj if isinstance(obj, int) else obj.fileno()
+        by_fd[fd], masks[fd] = obj, select.POLLIN
     for fd in writers:
-        events.setdefault(fd, [0, None])[0] |= selectors.EVENT_WRITE
-    with _Selector() as selector:
-        for fd, (mask, obj) in events.items():
-            selector.register(fd, mask, obj)
-        ready = selector.select(max(timeout, 0.0))
-    return ([key.data for key, mask in ready if mask & selectors.EVENT_READ],
-            [key.fd for key, mask in ready if mask & selectors.EVENT_WRITE])
+        masks[fd] = masks.get(fd, 0) | select.POLLOUT
+    poller = select.poll()
+    for fd, mask in masks.items():
+        poller.register(fd, mask)
+    ready = poller.poll(max(0, math.ceil(timeout * 1000)))
+    # a hang-up or an error wakes both sides, as selectors counts it
+    return ([by_fd[fd] for fd, event in ready if event & ~select.POLLOUT and fd in by_fd],
+            [fd for fd, event in ready if event & ~select.POLLIN and masks[fd] & select.POLLOUT])
 
 
 class ReplyTooLarge(Exception):
