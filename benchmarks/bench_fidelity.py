@@ -39,7 +39,7 @@ def bare_loop(nbytes: int, warmup: int, iters: int) -> float:
 
 def pair(spec: dict, ours_first: bool) -> tuple[float, float]:
     """One labcore measurement and one bare loop back to back on this rank: (labcore s, bare s)."""
-    from labcore.live.bench import measure
+    from labcore.bench import measure
 
     def ours():
         return measure(spec)[0]["time_us"] / 1e6
@@ -63,7 +63,7 @@ def _iters_for(nbytes: int) -> int:
 
 def main(argv=None) -> int:
     import labcore as lc
-    from labcore.live.bench import BUSBW_FACTORS
+    from labcore.bench import BUSBW_FACTORS
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=21)

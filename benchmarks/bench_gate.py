@@ -3,8 +3,8 @@
 For each rank count (2 and 4, gloo): one baseline sweep of all_reduce with repeats,
 then 20 unchanged reruns of the same sweep, then a run slowed down for real, 2x: every
 timed call issues the collective twice (``sweep(..., slowdown=2)``: twice the bytes
-moved), then one beside noisy neighbours (``lc.bench.noisy_neighbours``, for information).
-Each is gated with ``labcore.bench.compare`` (permutation test, Bonferroni over sizes,
+moved), then one beside noisy neighbours (``lc.evidence.noisy_neighbours``, for information).
+Each is gated with ``labcore.evidence.compare`` (permutation test, Bonferroni over sizes,
 stated false-alarm rate ``alpha``) two ways:
 
 - against the run just before it (seconds apart): what the statistics promise, since the
@@ -45,7 +45,7 @@ def gate_runs(n: int, args) -> dict:
         for i in range(args.reruns):
             runs[f"rerun{i:02d}"] = lc.bench.sweep(cl, "all_reduce", **sweep)
         runs["slowed2x"] = lc.bench.sweep(cl, "all_reduce", slowdown=2, **sweep)
-        with lc.bench.noisy_neighbours(args.neighbours, max_seconds=600):
+        with lc.evidence.noisy_neighbours(args.neighbours, max_seconds=600):
             runs["neighbours"] = lc.bench.sweep(cl, "all_reduce", **sweep)
     return runs
 
@@ -56,7 +56,7 @@ def gate_counts(runs: dict, tolerance: float, alpha: float) -> dict:
 
     names = sorted(k for k in runs if k.startswith("rerun"))
     before = ["baseline"] + names[:-1]
-    gate = lambda a, b: lc.bench.compare(runs[a], runs[b], tolerance=tolerance, alpha=alpha)  # noqa: E731
+    gate = lambda a, b: lc.evidence.compare(runs[a], runs[b], tolerance=tolerance, alpha=alpha)  # noqa: E731
     return dict(adjacent=[gate(a, b) for a, b in zip(before, names)],
                 saved=[gate("baseline", b) for b in names],
                 slowed_adjacent=gate(names[-1], "slowed2x"), slowed_saved=gate("baseline", "slowed2x"),

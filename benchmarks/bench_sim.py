@@ -37,7 +37,7 @@ def main() -> None:
     print("timing only (values=False), ring all-reduce, 1 GiB, uniform topology")
     print(f"{'ranks':>6} {'transfers':>10} {'seconds':>9}")
     for p in (128, 256, 512, 1024):
-        t = best_of(lambda: sim.simulate("all_reduce", "ring", p, 1 << 30, values=False))
+        t = best_of(lambda p=p: sim.simulate("all_reduce", "ring", p, 1 << 30, values=False))
         print(f"{p:>6} {2 * p * (p - 1):>10} {t:>9.3f}")
     t1024 = t
     print("\nvalues on (move real numbers, record every step, verify), ring all-reduce")
@@ -47,13 +47,13 @@ def main() -> None:
         sim.simulate("all_reduce", "ring", p, 1 << 20).verify()
 
     for p in (16, 32, 64, 128):
-        t = best_of(lambda: with_values(p))
+        t = best_of(lambda p=p: with_values(p))
         print(f"{p:>6} {2 * (p - 1):>6} {t:>9.3f}")
         if p == 64:
             t64 = t
     print("\nother algorithms, 64 ranks, values on and verified")
     for algo in ("double_tree", "rabenseifner", "recursive_doubling", "nvls"):
-        t = best_of(lambda: sim.simulate("all_reduce", algo, 64, 1 << 20).verify())
+        t = best_of(lambda algo=algo: sim.simulate("all_reduce", algo, 64, 1 << 20).verify())
         print(f"{algo:>20} {t:>9.3f} s")
 
     print("\nmulti-node preset (8 GPUs and 8 NICs per node), timing only, 1 GiB, fastest protocol")
@@ -62,8 +62,8 @@ def main() -> None:
     for algo, p in (("ring", 64), ("ring", 512), ("hierarchical", 128), ("hierarchical", 1024)):
         topo = sim.topologies.preset("multinode", p)
         trace = sim.simulate("all_reduce", algo, p, 1 << 30, topology=topo, values=False)
-        t = best_of(lambda: sim.simulate("all_reduce", algo, p, 1 << 30,
-                                         topology=sim.topologies.preset("multinode", p), values=False))
+        t = best_of(lambda algo=algo, p=p: sim.simulate("all_reduce", algo, p, 1 << 30,
+                                                         topology=sim.topologies.preset("multinode", p), values=False))
         multi[algo, p] = t
         print(f"{algo:>14} {p:>6} {trace.schedule.n_channels:>9} {trace.schedule.n_transfers:>10} "
               f"{trace.busbw:>11.1f} {t:>9.3f}")

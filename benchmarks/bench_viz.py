@@ -47,11 +47,11 @@ def main() -> int:
     print(f"{'ranks':>5} {'steps':>5} {'simulate s':>10} {'chunk_flow s':>12} {'goal s':>6} "
           f"{'JSON MB':>7} {'all-trace frames MB':>19} {'smaller':>7} {'timeline s':>10}")
     for ranks in (4, 8, 16, 32):
-        t_sim, trace = best_of(lambda: sim.simulate("all_reduce", algorithm="ring", ranks=ranks, nbytes=64 << 20))
-        t_fig, fig = best_of(lambda: chunk_flow(trace))
+        t_sim, trace = best_of(lambda ranks=ranks: sim.simulate("all_reduce", algorithm="ring", ranks=ranks, nbytes=64 << 20))
+        t_fig, fig = best_of(lambda trace=trace: chunk_flow(trace))
         size_mb = len(fig.to_json()) / 1e6
         full_mb = len(pio.to_json(every_trace_in_every_frame(fig.to_plotly_json()), validate=False)) / 1e6
-        t_tl, _ = best_of(lambda: link_timeline(trace))
+        t_tl, _ = best_of(lambda trace=trace: link_timeline(trace))
         build = t_sim + t_fig
         goal = GOALS.get(ranks)
         if goal is not None and build >= goal:

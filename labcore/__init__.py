@@ -1,10 +1,11 @@
 """labcore: the helper package of the Collective Communication Lab.
 
-Four parts, imported lazily so that ``import labcore`` stays cheap and the
+Five parts, imported lazily so that ``import labcore`` stays cheap and the
 simulator never pulls in torch:
 
 - ``labcore.live``: real collectives on worker processes (``Cluster``, ``%%ranks``);
-- ``labcore.bench``: nccl-tests-style sweeps (time, algbw, busbw, #wrong);
+- ``labcore.bench``: the nccl-tests port (time, algbw, busbw, #wrong), and
+  ``labcore.evidence``: what repeated sweeps show (the gate, drift, targets, rollouts);
 - ``labcore.sim``: the step-by-step simulator and its cost models (numpy only);
 - ``labcore.viz`` and ``labcore.exercises``: figures and checked exercises.
 
@@ -22,7 +23,7 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = {
-    "live": "labcore.live", "bench": "labcore.bench", "sim": "labcore.sim",
+    "live": "labcore.live", "bench": "labcore.bench", "evidence": "labcore.evidence", "sim": "labcore.sim",
     "viz": "labcore.viz", "exercises": "labcore.exercises",
 }
 _LIVE_NAMES = {

@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     if command == "bench":
-        from labcore.live.bench.cli import main as run
+        from labcore.bench.cli import main as run
     elif command == "sim":
         from labcore.sim.cli import main as run
     else:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from labcore.live.bench.cli import main
-from labcore.live.bench.table import header_lines
+from labcore.bench.cli import main
+from labcore.bench.table import header_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["-b", "64", "-e", "16K", "-f", "16", "-n", "2", "-w", "1"]

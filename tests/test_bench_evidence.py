@@ -16,13 +16,13 @@ import psutil
 import pytest
 
 import labcore as lc
-from labcore.live.bench.ceiling import copy_bandwidth
-from labcore.live.bench.compute_load import training_neighbours
-from labcore.live.bench.drift import RUN_LENGTH, control_limits, control_table, drift_verdict, run_signals
-from labcore.live.bench.latency import call_latencies, calls_needed, latency_summary, quantile_interval
-from labcore.live.bench.rollout import compare_predictions, decide
-from labcore.live.bench.steps import comm_share, ddp_steps, gradient_bytes
-from labcore.live.bench.targets import INCONCLUSIVE, Target, busbw_fraction, check_targets, side_by_side, targets_table
+from labcore.evidence.ceiling import copy_bandwidth
+from labcore.evidence.compute_load import training_neighbours
+from labcore.evidence.drift import RUN_LENGTH, control_limits, control_table, drift_verdict, run_signals
+from labcore.evidence.latency import call_latencies, calls_needed, latency_summary, quantile_interval
+from labcore.evidence.rollout import compare_predictions, decide
+from labcore.evidence.steps import comm_share, ddp_steps, gradient_bytes
+from labcore.evidence.targets import INCONCLUSIVE, Target, busbw_fraction, check_targets, side_by_side, targets_table
 
 DATA = Path(__file__).parent / "data"
 
@@ -158,11 +158,11 @@ def test_control_table_refuses_a_baseline_it_cannot_use():
 # -- roll-out decisions -------------------------------------------------------------------------------------
 def test_decisions_follow_the_gate():
     runs = {k: g for k, g in _recorded("2ranks").groupby("run")}
-    slowed = decide(lc.bench.compare(runs["rerun19"], runs["slowed2x"]), "2x")
+    slowed = decide(lc.evidence.compare(runs["rerun19"], runs["slowed2x"]), "2x")
     assert (slowed.verdict, slowed.action) == ("regression", "roll back") and "slower than" in slowed.reason
-    unchanged = decide(lc.bench.compare(runs["rerun18"], runs["rerun19"]))
+    unchanged = decide(lc.evidence.compare(runs["rerun18"], runs["rerun19"]))
     assert unchanged.action in ("roll out", "hold: measure more")
-    assert decide(lc.bench.compare(runs["rerun19"], runs["slowed2x"]), confirming=True).action.startswith("still slow")
+    assert decide(lc.evidence.compare(runs["rerun19"], runs["slowed2x"]), confirming=True).action.startswith("still slow")
     ok = compare_predictions({"a": 1.0, "b": 2.0}, {"a": 1.2, "b": 2.0}, tolerance=0.25)
     assert decide(ok, confirming=True).action == "roll-back confirmed"
     bad = compare_predictions({"a": 1.0, "b": 2.0}, {"a": 1.3, "b": 2.0}, tolerance=0.25)
@@ -182,9 +182,8 @@ def test_decisions_refuse_what_is_not_a_gate():
 
 # -- live: latencies, DDP steps, training compute, copy bandwidth ---------------------------------------------
 @pytest.fixture(scope="module")
-def two():
-    with lc.Cluster(2, backend="gloo", timeout=60) as cl:
-        yield cl
+def two(gloo_cluster):
+    return gloo_cluster(2)
 
 
 def test_call_latencies_time_every_call(two):
@@ -213,7 +212,7 @@ def test_ddp_steps_are_gate_ready_and_interleaved(two):
         assert df["repeat"].tolist() == [0, 1, 2] and (df["median_us"] > 0).all()
         assert (df["size"] == gradient_bytes(4, 32)).all() and (df["config"] == label).all()
     assert gradient_bytes(4, 32) == 4 * (32 * 32 + 32) * 4
-    gate = lc.bench.compare(runs["on"], runs["small"], tolerance=0.1)
+    gate = lc.evidence.compare(runs["on"], runs["small"], tolerance=0.1)
     assert gate["status"].iloc[0] in ("regression", "pass", "inconclusive") and len(gate) == 1
     share, low, high = comm_share(runs["on"], runs["off"])
     assert low <= share <= high and share < 1
@@ -272,8 +271,8 @@ def test_a_recorded_ddp_step_is_priced_from_its_replay(two):
 
 
 @pytest.mark.parametrize("module", [
-    "labcore.live.bench.latency", "labcore.live.bench.targets", "labcore.live.bench.drift",
-    "labcore.live.bench.rollout", "labcore.sim.ddp_step", "labcore.sim.pricing", "labcore.viz.control",
+    "labcore.evidence.latency", "labcore.evidence.targets", "labcore.evidence.drift",
+    "labcore.evidence.rollout", "labcore.sim.ddp_step", "labcore.sim.pricing", "labcore.viz.control",
     "labcore.viz.evidence", "labcore.exercises.evidence"])
 def test_docstring_examples_run(module):
     import doctest

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 import labcore as lc
 from labcore.exercises.measuring import nccl_tests_size, q_algbw, q_regressions, q_size
-from labcore.live.bench.ops import OPS, Ctx
-from labcore.live.bench.verify import inputs
+from labcore.bench.ops import OPS, Ctx
+from labcore.bench.verify import inputs
 
 REDUCE = {"sum": lambda xs: sum(xs), "prod": lambda xs: torch.stack(xs).prod(0),
           "max": lambda xs: torch.stack(xs).max(0).values, "min": lambda xs: torch.stack(xs).min(0).values,
@@ -104,7 +104,7 @@ def test_regression_exercise_reads_the_table_it_is_pointed_at():
                                             ranks=2, placement="in-place", repeat=range(7),
                                             median_us=[t * (1 + 0.01 * i) for i in range(7)], busbw=1.0))
                           for s, t in zip(sizes, times)])
-    gate = lc.bench.compare(run([100.0, 200.0]), run([300.0, 200.0]), tolerance=0.25)
+    gate = lc.evidence.compare(run([100.0, 200.0]), run([300.0, 200.0]), tolerance=0.25)
     assert gate["status"].tolist() == ["regression", "pass"]
     q = copy.copy(q_regressions).about(gate)  # leave the shared exercise on its example table
     assert q.evaluate([1 << 20]).status == "correct"

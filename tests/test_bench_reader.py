@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import labcore as lc
-from labcore.live.bench.ops import OPS
+from labcore.bench.ops import OPS
 
 DATA = Path(__file__).parent / "data"
 FILES = sorted(DATA.glob("nccl_tests_*.txt"))
@@ -22,7 +22,7 @@ def test_every_sample_cites_its_source_and_is_a_real_quote():
     nvidia = 0
     for path in FILES:
         head = path.read_text().splitlines()[0]
-        assert head.startswith("%% Source: ") and "issue" in head or "pull request" in head, path
+        assert head.startswith("%% Source: ") and ("issue" in head or "pull request" in head), path
         text = path.read_text()
         assert "https://github.com/" in text and "---- quoted text below" in text, path
         nvidia += "github.com/NVIDIA/nccl" in text
@@ -145,7 +145,7 @@ def test_read_back_output_feeds_the_lab_like_a_sweep():
     df = read("nccl_tests_nccl-1244_h20_2node_nvls_rows_only.txt", op="all_reduce")
     table = lc.bench.format_table(df)
     assert "# Collective test concluded: all_reduce_perf" in table
-    summary = lc.bench.summarize(df)
+    summary = lc.evidence.summarize(df)
     assert summary.attrs["time"] == "time_us" and (summary["repeats"] == 1).all()  # no medians: means
     assert math.isnan(df["median_us"].iloc[0])
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import labcore as lc
-from labcore.live.bench.stats import (bootstrap_median, compare, permutation_pvalues, smallest_pvalue,
+from labcore.evidence.stats import (bootstrap_median, compare, permutation_pvalues, smallest_pvalue,
                                       summarize, verdict)
 
 DATA = Path(__file__).parent / "data"
@@ -48,9 +48,10 @@ def test_few_repeats_are_inconclusive_and_say_how_many_are_needed():
     two = lambda t: pd.concat([frame(t), frame(t, size=2048)])  # noqa: E731  (2 sizes: 0.025 each)
     result = compare(two([10, 10.1, 9.9]), two([30, 30.3, 29.7]))
     assert result["status"].tolist() == ["inconclusive"] * 2 and verdict(result) == "inconclusive"
-    assert "use at least 5" in lc.bench.stats.advice(result)
+    assert "use at least 5" in lc.evidence.advice(result)
 
 
+@pytest.mark.slow
 def test_stated_false_alarm_rate_holds_for_exchangeable_repeats():
     # 200 gates of 3 sizes, 7 repeats each, noise drawn from one heavy-tailed law for baseline
     # and run alike (no change at all, tolerance 0: the test's exact boundary).
@@ -94,14 +95,14 @@ def test_a_baseline_of_another_run_is_an_error_not_a_pass():
 def test_baselines_keep_every_repeat_and_bad_files_are_named(tmp_path):
     df = pd.concat([frame([10, 11, 12]), frame([5, 6, 7], size=2048)])
     df.attrs["params"] = dict(repeats=3)
-    path = lc.bench.save_baseline(df, tmp_path / "base.json")
-    back = lc.bench.load_baseline(path)
+    path = lc.evidence.save_baseline(df, tmp_path / "base.json")
+    back = lc.evidence.load_baseline(path)
     assert back["repeat"].tolist() == [0, 1, 2, 0, 1, 2] and back.attrs["params"]["repeats"] == 3
     old = {"format": "labcore-bench-baseline/1", "rows": [dict(r, repeat=None) for r in
                                                           json.loads(df.drop(columns="repeat").to_json(orient="records"))]}
     (tmp_path / "v1.json").write_text(json.dumps({**old, "rows": [
         {k: v for k, v in r.items() if k != "repeat"} for r in old["rows"]]}))
-    assert lc.bench.load_baseline(tmp_path / "v1.json")["repeat"].eq(0).all()
+    assert lc.evidence.load_baseline(tmp_path / "v1.json")["repeat"].eq(0).all()
     for name, text, match in (("corrupt.json", "{bad", "corrupt JSON"), ("other.json", "{}", "not a labcore"),
                               ("empty.json", json.dumps({"format": "labcore-bench-baseline/2", "rows": []}),
                                "no measured rows"),
@@ -109,16 +110,10 @@ def test_baselines_keep_every_repeat_and_bad_files_are_named(tmp_path):
                                "lacks the columns")):
         (tmp_path / name).write_text(text)
         with pytest.raises(ValueError, match=match) as err:
-            lc.bench.load_baseline(tmp_path / name)
+            lc.evidence.load_baseline(tmp_path / name)
         assert str(tmp_path / name) in str(err.value)
     with pytest.raises(FileNotFoundError, match="no baseline at"):
-        lc.bench.load_baseline(tmp_path / "missing.json")
-
-
-def recorded(ranks):
-    doc = json.loads((DATA / f"bench_gate_recorded_{ranks}ranks.json").read_text())
-    df = pd.DataFrame(doc["rows"])
-    return {name: run.drop(columns="run") for name, run in df.groupby("run")}, doc["settings"]
+        lc.evidence.load_baseline(tmp_path / "missing.json")
 
 
 def recorded(ranks, suffix=""):
@@ -132,6 +127,7 @@ def gates(runs, before, after):
     return [compare(runs[a], runs[b], tolerance=0.25, alpha=0.05) for a, b in zip(before, after)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_recorded_unchanged_reruns_are_flagged_at_most_at_the_stated_rate(ranks):
     runs = recorded(ranks)
@@ -152,6 +148,7 @@ def test_recorded_2x_slowdown_is_flagged_at_every_size(ranks):
         assert (gate["slowdown_low"] > 1.25).all()
 
 
+@pytest.mark.slow
 def test_recorded_drift_of_a_busy_machine_is_a_real_change_against_a_saved_baseline():
     # 4 ranks on 2 cores while other jobs raised the load average from ~2 to ~10: the machine
     # itself slowed down by up to 2x between the baseline and the later reruns, and the gate

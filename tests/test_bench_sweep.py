@@ -4,21 +4,19 @@ import math
 import pytest
 
 import labcore as lc
-from labcore.live.bench.ops import OPS
+from labcore.bench.ops import OPS
 
 SMALL = dict(min_bytes=8, max_bytes="64K", factor=32, warmup=1, iters=2, progress=False)
 
 
 @pytest.fixture(scope="module")
-def two():
-    with lc.Cluster(2, backend="gloo", timeout=60) as cl:
-        yield cl
+def two(gloo_cluster):
+    return gloo_cluster(2)
 
 
 @pytest.fixture(scope="module")
-def three():
-    with lc.Cluster(3, backend="gloo", timeout=60) as cl:
-        yield cl
+def three(gloo_cluster):
+    return gloo_cluster(3)
 
 
 @pytest.mark.parametrize("op", lc.bench.COLLECTIVES)
@@ -135,7 +133,7 @@ def test_repeats_are_interleaved_and_a_slowdown_is_real_work(two):
     assert df["repeat"].tolist() == [0] * 6 + [1] * 6 + [2] * 6
     assert df["size"].tolist()[:6] == [8, 8, 256, 256, 8192, 8192] and (df["wrong"] == 0).all()
     assert df.attrs["params"]["repeats"] == 3 and df.attrs["params"]["slowdown"] == 2
-    assert set(lc.bench.summarize(df)["repeats"]) == {3}
+    assert set(lc.evidence.summarize(df)["repeats"]) == {3}
 
 
 def test_sweep_with_env_runs_on_a_fresh_cluster_and_check_off(two):

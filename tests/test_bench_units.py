@@ -6,11 +6,11 @@ import pytest
 import torch
 
 import labcore as lc
-from labcore.live.bench import memory
-from labcore.live.bench.ops import OPS, canonical
-from labcore.live.bench.table import format_number, format_table, header_lines, result_lines, row_line
-from labcore.live.bench.units import DTYPES, dtype_of, parse_size, size_steps
-from labcore.live.bench.verify import count_wrong, expected_reduction, inputs
+from labcore.bench import memory
+from labcore.bench.ops import OPS, canonical
+from labcore.bench.table import format_number, format_table, header_lines, result_lines, row_line
+from labcore.bench.units import DTYPES, dtype_of, parse_size, size_steps
+from labcore.bench.verify import count_wrong, expected_reduction, inputs
 
 DATA = Path(__file__).parent / "data"
 
@@ -206,19 +206,19 @@ def test_memory_plan_refuses_before_allocating_and_default_shrinks_to_fit():
 def test_noisy_neighbours_stop_with_the_block():
     import psutil
 
-    with lc.bench.noisy_neighbours(2, max_seconds=30) as pids:
+    with lc.evidence.noisy_neighbours(2, max_seconds=30) as pids:
         assert all(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
     assert not any(psutil.pid_exists(p) for p in pids)
     with pytest.raises(ValueError, match="at least 1"):
-        with lc.bench.noisy_neighbours(0):
+        with lc.evidence.noisy_neighbours(0):
             pass
 
 
 @pytest.mark.parametrize("module", [
-    "labcore.live.bench", "labcore.live.bench.units", "labcore.live.bench.ops", "labcore.live.bench.verify",
-    "labcore.live.bench.memory", "labcore.live.bench.table", "labcore.live.bench.baseline",
-    "labcore.live.bench.load", "labcore.live.bench.checks", "labcore.live.bench.stats",
-    "labcore.live.bench.reader", "labcore.live.nccl_log", "labcore.live.topology", "labcore.exercises.measuring"])
+    "labcore.bench", "labcore.evidence", "labcore.bench.units", "labcore.bench.ops", "labcore.bench.verify",
+    "labcore.bench.memory", "labcore.bench.table", "labcore.evidence.baseline",
+    "labcore.evidence.load", "labcore.bench.checks", "labcore.evidence.stats",
+    "labcore.bench.reader", "labcore.live.nccl_log", "labcore.live.topology", "labcore.exercises.measuring"])
 def test_docstring_examples_run(module):
     import doctest
     import importlib

@@ -8,7 +8,6 @@ import psutil
 import pytest
 
 import labcore as lc
-from labcore.live import ClusterError
 
 
 def _children() -> set[int]:

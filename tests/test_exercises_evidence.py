@@ -10,7 +10,7 @@ import pytest
 import labcore as lc
 from labcore.exercises.evidence import (INTERVAL_ROWS, OUTLIER_REPEATS_US, communication_cost, fewest_repeats,
                                         q_gib, q_interval, q_outlier, q_repeats)
-from labcore.live.bench.stats import smallest_pvalue
+from labcore.evidence.stats import smallest_pvalue
 
 DATA = Path(__file__).parent / "data"
 
@@ -109,7 +109,7 @@ def test_interval_rows_are_the_recorded_gates(row):
                "C": ("4ranks", "rerun09", "rerun10"), "D": ("4ranks_busy", "baseline", "rerun19")}
     name, a, b = sources[row["row"]]
     runs = _runs(name)
-    gate = lc.bench.compare(runs[a], runs[b], tolerance=0.25, alpha=0.05)
+    gate = lc.evidence.compare(runs[a], runs[b], tolerance=0.25, alpha=0.05)
     got = gate[(gate["size"] == row["size"]) & (gate["placement"] == row["placement"])].iloc[0]
     assert got["status"] == row["status"]
     assert got["slowdown"] == pytest.approx(row["slowdown"], abs=1e-4)

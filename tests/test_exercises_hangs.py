@@ -9,9 +9,8 @@ from labcore.live import flight
 
 
 @pytest.fixture(scope="module")
-def cl():
-    with lc.Cluster(4, backend="gloo", timeout=5, env=flight.ENV, show_output=False) as cluster:
-        yield cluster
+def cl(gloo_cluster):
+    return gloo_cluster(4, timeout=5, env=flight.ENV, show_output=False)
 
 
 @pytest.fixture(autouse=True)

@@ -129,9 +129,8 @@ FAKES = [
 
 
 @pytest.fixture(scope="module")
-def four_ranks():
-    with lc.Cluster(4, backend="gloo", show_output=False, timeout=60) as cl:
-        yield cl
+def four_ranks(gloo_cluster):
+    return gloo_cluster(4, show_output=False)
 
 
 def test_six_fake_rings_are_rejected_each_for_its_own_reason(four_ranks):

@@ -219,7 +219,7 @@ def test_the_bytes_question_defaults_to_the_notebooks_model():
     import torch
 
     deep = dp.make_model(dims=dp.DEEP, dtype=torch.float32)
-    assert dp.DEEP_GRAD_BYTES == sum(p.numel() * p.element_size() for p in deep.parameters())
+    assert sum(p.numel() * p.element_size() for p in deep.parameters()) == dp.DEEP_GRAD_BYTES
 
 
 @pytest.mark.parametrize("bucket_bytes", [6000, 1 << 30, 1])

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labcore.live.bench.cli import main
+from labcore.bench.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "tests" / "data" / "bench_gate_recorded_2ranks.json"
@@ -55,7 +55,7 @@ def test_a_baseline_that_is_no_regular_file_or_too_large_is_refused_unread(tmp_p
 
 
 def test_a_baseline_read_is_bounded_even_when_the_file_says_it_is_empty(monkeypatch):
-    from labcore.live.bench import baseline
+    from labcore.evidence import baseline
 
     proc = Path("/proc/self/maps")                         # a regular file whose st_size is 0
     if not proc.exists() or proc.stat().st_size != 0:
@@ -66,7 +66,7 @@ def test_a_baseline_read_is_bounded_even_when_the_file_says_it_is_empty(monkeypa
 
 
 def test_running_out_of_memory_or_any_other_failure_reading_a_baseline_is_one_line(tmp_path, capfd, monkeypatch):
-    from labcore.live.bench import baseline
+    from labcore.evidence import baseline
 
     good = _baseline(tmp_path, "good")
 
@@ -167,7 +167,7 @@ class _NoCluster:
 ])
 def test_sweep_checks_every_argument_before_a_rank_starts(monkeypatch, kwargs, error, message):
     import labcore.live.cluster
-    from labcore.live.bench.sweep import sweep
+    from labcore.bench.sweep import sweep
 
     monkeypatch.setattr(labcore.live.cluster, "Cluster", _NoCluster)
     monkeypatch.setattr("labcore.live.sysinfo.has_gpus", lambda n=1: False)
@@ -195,7 +195,7 @@ class _StandInRanks:
 
 
 def test_sweep_takes_numpy_integers_wherever_a_whole_number_is_asked():
-    from labcore.live.bench.sweep import sweep
+    from labcore.bench.sweep import sweep
 
     ranks = _StandInRanks()
     df = sweep(ranks, "broadcast", min_bytes=np.int64(64), max_bytes=np.int32(256), factor=np.int64(2),
@@ -210,7 +210,7 @@ def test_sweep_takes_numpy_integers_wherever_a_whole_number_is_asked():
 
 
 def test_the_shared_checks_take_numpy_integers_and_refuse_bools():
-    from labcore.live.bench import checks
+    from labcore.bench import checks
 
     assert checks.check_counts(np.int64(0), np.int32(3), np.uint16(2)) == (0, 3, 2)
     assert all(type(n) is int for n in checks.check_counts(np.int64(0), np.int32(3), np.uint16(2)))
@@ -261,7 +261,7 @@ def test_a_sweep_that_cannot_be_saved_after_measuring_says_so_in_one_line(tmp_pa
     def disk_full(df, path):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("labcore.live.bench.baseline.save_baseline", disk_full)
+    monkeypatch.setattr("labcore.evidence.baseline.save_baseline", disk_full)
     assert _status(["all_reduce", "-g", "2", "-b", "8", "-e", "8", "-n", "1", "-w", "0",
                     "--json", str(tmp_path / "sweep.json")]) == 2
     out, err = capfd.readouterr()
@@ -283,20 +283,20 @@ def _recorded(run):
 
 
 def test_the_gate_functions_name_what_they_cannot_compare(tmp_path):
-    from labcore import bench
+    from labcore import evidence
 
     base, now = _recorded("baseline"), _recorded("rerun")
-    assert bench.compare(base, now, min_bytes="32K").attrs["verdict"] == \
-        bench.compare(base, now, min_bytes=32768).attrs["verdict"]
+    assert evidence.compare(base, now, min_bytes="32K").attrs["verdict"] == \
+        evidence.compare(base, now, min_bytes=32768).attrs["verdict"]
     for call, error, message in (
-            (lambda: bench.compare(base, now.iloc[:0]), ValueError, "this run has no rows"),
-            (lambda: bench.compare(None, now), TypeError, "must be a sweep DataFrame"),
-            (lambda: bench.compare(base, now[["size", "time_us"]]), ValueError, r"lacks the columns \['busbw'\]"),
-            (lambda: bench.compare(base, now, time="mean_us"), ValueError, "time is the column of times"),
-            (lambda: bench.compare(base, now, min_bytes=float("nan")), ValueError, "finite, non-negative"),
-            (lambda: bench.summarize(base, time="foo"), ValueError, "time is the column of times"),
-            (lambda: bench.summarize(base, level=1.5), ValueError, "level is a confidence level"),
-            (lambda: bench.summarize([1, 2]), TypeError, "must be a sweep DataFrame"),
-            (lambda: bench.save_baseline(base, tmp_path), ValueError, "it is a folder")):
+            (lambda: evidence.compare(base, now.iloc[:0]), ValueError, "this run has no rows"),
+            (lambda: evidence.compare(None, now), TypeError, "must be a sweep DataFrame"),
+            (lambda: evidence.compare(base, now[["size", "time_us"]]), ValueError, r"lacks the columns \['busbw'\]"),
+            (lambda: evidence.compare(base, now, time="mean_us"), ValueError, "time is the column of times"),
+            (lambda: evidence.compare(base, now, min_bytes=float("nan")), ValueError, "finite, non-negative"),
+            (lambda: evidence.summarize(base, time="foo"), ValueError, "time is the column of times"),
+            (lambda: evidence.summarize(base, level=1.5), ValueError, "level is a confidence level"),
+            (lambda: evidence.summarize([1, 2]), TypeError, "must be a sweep DataFrame"),
+            (lambda: evidence.save_baseline(base, tmp_path), ValueError, "it is a folder")):
         with pytest.raises(error, match=message):
             call()

@@ -8,19 +8,81 @@ def test_import_labcore_does_not_import_torch():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
-def test_bench_is_one_module_under_both_names():
-    import labcore as lc
-    import labcore.live.bench
-    from labcore.bench import sweep
+def test_bench_and_evidence_are_packages_of_their_own():
+    import importlib.util
 
-    assert lc.bench is labcore.live.bench and sweep is labcore.live.bench.sweep
+    import labcore as lc
+    import labcore.bench
+    import labcore.evidence
+
+    assert lc.bench is labcore.bench and lc.evidence is labcore.evidence
+    assert hasattr(labcore.bench, "__path__") and hasattr(labcore.evidence, "__path__")
+    assert importlib.util.find_spec("labcore.live.bench") is None
+    assert not set(labcore.bench.__all__) & set(labcore.evidence.__all__)
+
+
+def test_moved_gate_names_warn_and_still_work():
+    import warnings
+
+    import labcore as lc
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert lc.bench.compare is lc.evidence.compare
+    assert any("lc.evidence.compare" in str(w.message) for w in caught)
+
+
+def _internal_imports(source: str) -> list[str]:
+    """Imports in ``source`` that reach past a package's public names."""
+    import ast
+    import importlib
+
+    bad = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+            names = []
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules, names = [node.module], [alias.name for alias in node.names]
+        else:
+            continue
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] != "labcore" or len(parts) == 1:
+                continue
+            if parts[1] == "exercises" and len(parts) <= 3:
+                continue            # a notebook's own exercises module
+            if len(parts) > 2:
+                bad.append(module)
+                continue
+            package = importlib.import_module(module)
+            bad += [f"{module}.{n}" for n in names
+                    if n != "*" and n not in getattr(package, "__all__", ()) and module != "labcore.exercises"]
+    return bad
+
+
+def test_notebooks_import_only_public_names():
+    import json
+    import pathlib
+
+    found = {}
+    for path in sorted(pathlib.Path(__file__).parent.parent.glob("notebooks/*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            source = "".join(cell["source"])
+            source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+            bad = _internal_imports(source)
+            if bad:
+                found.setdefault(path.name, []).extend(bad)
+    assert not found, f"notebooks import internal modules: {found}"
 
 
 def test_unknown_attribute_is_an_attribute_error():
     import labcore as lc
 
     try:
-        lc.nonexistent
+        _ = lc.nonexistent
     except AttributeError as err:
         assert "nonexistent" in str(err)
     else:

@@ -20,6 +20,7 @@ MODULES = ["labcore.sim", "labcore.sim.trace", "labcore.sim.collectives", "labco
            "labcore.sim.presets_scale"]
 
 
+@pytest.mark.live
 def test_import_does_not_pull_in_torch():
     code = "import sys\n" + "".join(f"import {m}\n" for m in MODULES) + "assert 'torch' not in sys.modules, 'torch'\n"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -207,6 +208,7 @@ def test_a_protocol_the_algorithm_cannot_use_is_named():
         sim.simulate("all_reduce", "ring", 4, 1 << 20, topology=sim.topologies.nvswitch(8))
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("argv,message", [
     (["all_reduce", "--size", "nan"], "cannot read size 'nan'"),
     (["all_reduce", "--size", "-5"], "cannot read size '-5'"),

@@ -66,6 +66,7 @@ def test_cli_prints_steps_time_bandwidth_and_bound(capsys):
     assert len(capsys.readouterr().out.splitlines()) == 2 + 4
 
 
+@pytest.mark.live
 def test_cli_runs_as_a_module():
     import subprocess
     import sys

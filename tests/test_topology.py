@@ -36,6 +36,7 @@ def test_not_a_matrix_is_a_clear_error():
         parse_topo("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
 
 
+@pytest.mark.live
 def test_cpu_summary_describes_this_machine():
     info = cpu_summary()
     assert info["logical_cores"] >= 1 and info["numa_nodes"] >= 1

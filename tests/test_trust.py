@@ -240,7 +240,7 @@ def test_a_rank_that_prints_without_end_is_capped_and_times_out_on_time():
         with pytest.raises(CollectiveTimeout):
             cl.run(chatter)
         took = time.monotonic() - start
-        for out, err in cl.last_output:
+        for out, _err in cl.last_output:
             assert "bytes of output dropped here" in out
             assert len(out) < limit + 500
         assert not os.path.exists(run_dir)  # the group was replaced and its folder removed

@@ -6,8 +6,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from labcore.live.bench.drift import control_table
-from labcore.live.bench.latency import latency_summary
+from labcore.evidence.drift import control_table
+from labcore.evidence.latency import latency_summary
 from labcore.sim.ddp_step import predict_ddp_step
 from labcore.sim.pricing import cost_table
 from labcore.viz.control import control_chart

@@ -750,7 +750,6 @@ def _train_overlapped(launch, finish, bucket_bytes: int):
 
     frame = recorded_loop("overlapped", one_step).collectives()
     hooked.remove()
-    watched = [c for calls in issued for c in calls if c != "blocking"]
     return dict(params=_flat(model), no_handle=sum(h is None for h in handles),
                 unwaited=sum(h is not None and not h.waited for h in handles),
                 all_reduces=int((frame["op"] == "all_reduce").sum()),

@@ -29,9 +29,9 @@ __all__ = ["q_repeats", "q_outlier", "q_gib", "q_interval", "fewest_repeats", "O
 
 
 def fewest_repeats(tests: int, alpha: float) -> int:
-    """Fewest repeats per side (the same on both) for which ``lc.bench.compare`` can say
+    """Fewest repeats per side (the same on both) for which ``lc.evidence.compare`` can say
     "regression" at all when it gates ``tests`` sizes and placements at false-alarm rate ``alpha``."""
-    from labcore.live.bench.stats import smallest_pvalue
+    from labcore.evidence.stats import smallest_pvalue
 
     level = alpha / tests
     return next(r for r in range(1, 200) if smallest_pvalue(r, r) <= level)
@@ -47,7 +47,7 @@ class _RepeatsExercise(Exercise):
         self.sizes, self.placements, self.alpha = sizes, placements, alpha
 
     def _check(self, answer, **context):
-        from labcore.live.bench.stats import smallest_pvalue
+        from labcore.evidence.stats import smallest_pvalue
 
         if isinstance(answer, bool) or not isinstance(answer, (int, float, np.integer, np.floating)) \
                 or not float(answer).is_integer():
@@ -79,15 +79,15 @@ class _RepeatsExercise(Exercise):
 q_repeats = _RepeatsExercise(
     "Repeats before a gate can flag",
     "You gate an all-reduce sweep of 6 sizes, both placements (12 tests), at alpha = 0.01 with "
-    "lc.bench.compare. What is the fewest repeats per side (baseline and run alike) for which the gate "
+    "lc.evidence.compare. What is the fewest repeats per side (baseline and run alike) for which the gate "
     "can call a size a regression at all, however large the slowdown? "
-    "(lc.bench.stats.smallest_pvalue(r, r) gives the smallest p-value r against r repeats can reach.)",
+    "(lc.evidence.smallest_pvalue(r, r) gives the smallest p-value r against r repeats can reach.)",
     sizes=6, placements=2, alpha=0.01,
     hints=["compare tests each size at alpha divided by the number of sizes and placements (Bonferroni).",
            "Try r = 2, 3, ...: the first r with smallest_pvalue(r, r) <= 0.01 / 12. The slowest quarter of "
            "each side is left out, so the sequence is not monotonic: check each r."],
     solution="level = 0.01 / 12\n"
-             "r = next(r for r in range(1, 100) if lc.bench.stats.smallest_pvalue(r, r) <= level)   # 10",
+             "r = next(r for r in range(1, 100) if lc.evidence.smallest_pvalue(r, r) <= level)   # 10",
     correct_example=10, wrong_examples=[1, 6, 9, 11, 20, 0, 2.5, "10"],
 )
 
@@ -133,7 +133,7 @@ q_outlier = _OutlierExercise(
               (lambda times: float(np.max(times)), "That is the slowest repeat, the one the neighbour disturbed."),
               (lambda times: float(np.min(times)),
                "That is the luckiest repeat: a baseline built from it makes ordinary runs look slow.")],
-    hints=["The gate's tables (lc.bench.summarize) use a summary that a single repeat cannot drag.",
+    hints=["The gate's tables (lc.evidence.summarize) use a summary that a single repeat cannot drag.",
            "Half the repeats are above it, half below."],
     solution="import numpy as np\nnp.median(times)   # 190.1 us; the mean is 315.9 us",
     correct_example=float(np.median(OUTLIER_REPEATS_US)),
@@ -198,7 +198,7 @@ q_gib = ValueExercise(
                     _cost_with(factor=3600)(13.0, 32, 180.0, 63.296 / 8, 1000), 1.0, "ten dollars"],
 )
 
-# Rows of real gates (lc.bench.compare, tolerance 0.25, alpha 0.05 over 6 sizes and placements):
+# Rows of real gates (lc.evidence.compare, tolerance 0.25, alpha 0.05 over 6 sizes and placements):
 # the median slowdown and the gate's interval for it, and the gate's status. Sources, in
 # tests/data: A and D "baseline" vs "rerun19" of bench_gate_recorded_4ranks_busy.json (32 KiB and
 # 1 KiB, in-place), B "rerun00" vs "rerun01" of bench_gate_recorded_4ranks.json (1 KiB,

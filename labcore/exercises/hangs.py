@@ -69,8 +69,6 @@ class Mystery:
 
 
 def _check_cluster(cluster) -> None:
-    from labcore.live import flight
-
     if cluster.world_size < 3:
         raise ValueError(f"the clinic's questions need at least 3 ranks (an odd one out among "
                          f"others), this cluster has {cluster.world_size}: use lc.Cluster(4, ...)")

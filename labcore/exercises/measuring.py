@@ -41,7 +41,7 @@ def nccl_tests_size(op: str, count: int, nranks: int, itemsize: int) -> int:
     >>> nccl_tests_size("all_gather", 1024, 4, 4)
     16384
     """
-    from labcore.live.bench.ops import OPS, canonical
+    from labcore.bench.ops import OPS, canonical
 
     spec = OPS[canonical(op)]
     return count * itemsize * (nranks if spec.chunked else 1)
@@ -156,7 +156,7 @@ q_algbw = _AlgbwExercise(
 
 
 def _example_gate():
-    """A gate table as ``lc.bench.compare`` returns it, for the question before the notebook's own."""
+    """A gate table as ``lc.evidence.compare`` returns it, for the question before the notebook's own."""
     import pandas as pd
 
     sizes = [1 << 20, 4 << 20, 16 << 20, 64 << 20]
@@ -176,7 +176,7 @@ class _GateExercise(Exercise):
         self.result = result
 
     def about(self, result) -> "_GateExercise":
-        """Ask about ``result`` (the output of ``lc.bench.compare``); returns self."""
+        """Ask about ``result`` (the output of ``lc.evidence.compare``); returns self."""
         self.result = result
         return self
 

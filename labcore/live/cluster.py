@@ -517,7 +517,7 @@ class Cluster:
             self._closed_under_call = False
             self._lock.release()
 
-    def _collect(self, request_id: int, outbox: control.Outbox, timeout: float) -> list:
+    def _collect(self, request_id: int, outbox: control.Outbox, timeout: float) -> list:  # noqa: C901 (to be split)
         """Finish sending ``outbox``; wait for every rank's reply to it, watching processes and output.
 
         Anything but a full, clean set of replies leaves with the group discarded,

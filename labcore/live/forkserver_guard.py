@@ -50,7 +50,7 @@ def _end_ranks(signum, frame) -> None:
             break
         time.sleep(0.05)
     for kid in psutil.Process().children():
-        for target in (lambda: os.killpg(kid.pid, signal.SIGKILL), kid.kill):
+        for target in (lambda kid=kid: os.killpg(kid.pid, signal.SIGKILL), kid.kill):
             try:
                 target()
             except (OSError, psutil.Error):

@@ -359,7 +359,7 @@ def _build(rec: Recorder, entries: list[dict]) -> "Recording":
         rows.append(_row(rec, steps, op, ib, ob, (e["input_dtypes"] or e["output_dtypes"] or [""])[0], group,
                          ranks, len(ranks) or rec._world, int(e["collective_seq_id"]), e["time_created_ns"],
                          start, end, activity, user, via or api, backend_op))
-    for name, thread, start, end, shapes, dtypes in rec._events:
+    for name, _thread, start, end, shapes, dtypes in rec._events:
         if name.startswith("gloo:") and name[5:] in _P2P and t0 <= start <= t1:
             # gloo's flight recorder skips send/recv: bytes from the profiler's shapes, no group or frame
             nbytes = sum(_numel([s]) * _PROFILER_ITEMSIZE.get(d, 4) for s, d in zip(shapes, dtypes))

@@ -42,7 +42,7 @@ _DEVICE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\d+)$")
 
 
 @dataclass
-class Topology:
+class TopoMatrix:
     """A parsed ``nvidia-smi topo -m``.
 
     Attributes
@@ -81,7 +81,7 @@ class Topology:
         return pd.DataFrame(rows, columns=["a", "b", "link", "meaning", "speed_rank"])
 
 
-def parse_topo(text: str) -> Topology:
+def parse_topo(text: str) -> TopoMatrix:
     """Parse the text of ``nvidia-smi topo -m``.
 
     Raises
@@ -111,7 +111,7 @@ def parse_topo(text: str) -> Topology:
     matrix = pd.DataFrame.from_dict(links, orient="index", columns=devices)
     affinity = pd.DataFrame.from_dict(other, orient="index", columns=extra)
     nics = dict(re.findall(r"^\s*(NIC\d+)\s*:\s*(\S+)", text, flags=re.M))
-    return Topology(matrix, affinity, nics)
+    return TopoMatrix(matrix, affinity, nics)
 
 
 def cpu_summary() -> dict:
@@ -141,7 +141,7 @@ def cpu_summary() -> dict:
 
 
 def machine_topology(timeout: float = 10.0):
-    """The GPU :class:`Topology` from ``nvidia-smi topo -m`` when it works, else :func:`cpu_summary`."""
+    """The GPU :class:`TopoMatrix` from ``nvidia-smi topo -m`` when it works, else :func:`cpu_summary`."""
     if shutil.which("nvidia-smi"):
         try:
             out = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True,

@@ -85,8 +85,9 @@ def _redirect_output(stdout, stderr) -> None:
         spare = os.dup(fd)
         _output_pipes[fd] = spare, _identity(spare)
         conn.close()
-    sys.stdout = open(1, "w", buffering=1, closefd=False)
-    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    # the rank's streams for its whole life: no block could hold them
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
 
 
 def _identity(fd: int) -> tuple:
@@ -112,7 +113,7 @@ def _flush_output() -> None:
         if not ours and spare is not None:
             os.dup2(spare, fd)
         if not usable:
-            setattr(sys, name, open(fd, "w", buffering=1, closefd=False))
+            setattr(sys, name, open(fd, "w", buffering=1, closefd=False))  # noqa: SIM115 (the rank's stream)
 
 
 def _items(value) -> list | None:
@@ -262,7 +263,7 @@ def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: st
     for inherited in (signal.SIGTERM, signal.SIGUSR2):  # the forkserver's handlers are not a rank's
         signal.signal(inherited, signal.SIG_DFL)
     _redirect_output(stdout, stderr)
-    stack_file = open(os.path.join(run_dir, f"rank{rank}.stack"), "w")
+    stack_file = open(os.path.join(run_dir, f"rank{rank}.stack"), "w")  # noqa: SIM115 (faulthandler keeps it)
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
 
     tmp = os.path.join(run_dir, f"rank{rank}.tmp")  # the rank's temp files go when the group goes

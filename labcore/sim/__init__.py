@@ -22,10 +22,12 @@ import numbers
 
 import numpy as np
 
-from labcore.sim import cost, engine, topologies, tuner
+from labcore.sim import cost, engine, presets_scale, topologies, tuner
 from labcore.sim.calibration import Calibration, calibrate
 from labcore.sim.collectives import REDUCE_OPS
+from labcore.sim.ddp_step import DDPStep, ddp_buckets, predict_ddp_step, steps_table
 from labcore.sim.engine import run
+from labcore.sim.pricing import EXAMPLE_PRICES, GpuPrice, compute_seconds, cost_table, step_cost
 from labcore.sim.replays import Replay, replay
 from labcore.sim.schedules import ALGORITHMS, build
 from labcore.sim.sweeps import sweep
@@ -210,4 +212,6 @@ def _options(op, algo, ranks, nbytes, topo, view, given) -> dict:
 
 
 __all__ = ["simulate", "run", "build", "ALGORITHMS", "NCCL_ALGORITHMS", "Schedule", "Transfer", "Layout", "Trace",
-           "ScheduleError", "topologies", "cost", "tuner", "calibrate", "Calibration", "sweep", "replay", "Replay"]
+           "ScheduleError", "topologies", "presets_scale", "cost", "tuner", "calibrate", "Calibration", "sweep", "replay", "Replay",
+           "DDPStep", "ddp_buckets", "predict_ddp_step", "steps_table", "EXAMPLE_PRICES", "GpuPrice", "compute_seconds",
+           "cost_table", "step_cost"]

@@ -205,7 +205,7 @@ def _undominated(cands) -> list:
     return keep
 
 
-def steps(collective: str, algorithm: str, ranks: int, nbytes: float, ports: str = "multi", **options) -> list:
+def steps(collective: str, algorithm: str, ranks: int, nbytes: float, ports: str = "multi", **options) -> list:  # noqa: C901 (to be split)
     """The algorithm step by step: a list of ``(count, candidates)``; each of the ``count`` steps
     costs the largest of its candidates ``a*alpha + b*beta + c*gamma``.
 

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import numbers
 
-import numpy as np
-
 from labcore.sim.schedules import ALGORITHMS
 from labcore.sim.topology import Cluster, Graph, Link, Protocol, Topology, Uniform
 from labcore.sim.tuner import constants as C

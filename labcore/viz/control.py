@@ -1,6 +1,6 @@
 """The control chart of repeated runs: each run's median, the baseline's limits, the gate's answers.
 
-It draws the table of :func:`labcore.live.bench.drift.control_table`: one point per run
+It draws the table of :func:`labcore.evidence.drift.control_table`: one point per run
 (its median with a bootstrap interval), the centre line and 3-sigma limits set by the
 baseline runs (shaded), each monitored run coloured by the regression gate's answer, and
 a ring around the runs where the chart's rules signal.
@@ -25,7 +25,7 @@ def control_chart(table: pd.DataFrame, *, title: str | None = None) -> go.Figure
     Example
     -------
     >>> import pandas as pd
-    >>> from labcore.live.bench.drift import control_table
+    >>> from labcore.evidence.drift import control_table
     >>> runs = {f"run {i}": pd.DataFrame(dict(size=1024, placement="in-place", repeat=range(5),
     ...         op="all_reduce", busbw=1.0, median_us=[10.0 + i % 3, 10.5, 9.9, 10.2, 10.1]))
     ...         for i in range(10)}
@@ -37,7 +37,7 @@ def control_chart(table: pd.DataFrame, *, title: str | None = None) -> go.Figure
               "signal", "gate"}
     missing = sorted(needed - set(table.columns))
     if missing:
-        raise ValueError(f"the table lacks {missing}: pass the DataFrame of labcore.live.bench.drift.control_table")
+        raise ValueError(f"the table lacks {missing}: pass the DataFrame of labcore.evidence.drift.control_table")
     x = table["run"].tolist()
     fig = go.Figure()
     for col, name, dash in (("upper_us", "upper limit (3 sigma)", "dash"), ("center_us", "centre", "solid"),

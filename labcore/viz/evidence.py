@@ -1,9 +1,9 @@
 """Figures of evidence: medians with intervals under several conditions, percentiles, money.
 
 - :func:`interval_plot`: the same sweep under several conditions (idle, noisy neighbours,
-  training compute), each size's median with its bootstrap interval (``lc.bench.summarize``);
+  training compute), each size's median with its bootstrap interval (``lc.evidence.summarize``);
 - :func:`percentile_plot`: p50 and p99 under each condition with their distribution-free
-  intervals (``labcore.live.bench.latency.latency_summary``), an unbounded end drawn as an arrow;
+  intervals (``labcore.evidence.latency.latency_summary``), an unbounded end drawn as an arrow;
 - :func:`cost_plot`: dollars per run of steps, compute beside the communication it waited for
   (``labcore.sim.pricing.cost_table``).
 """
@@ -27,7 +27,7 @@ def interval_plot(summaries: Mapping[str, pd.DataFrame], *, placement: str = "in
                   title: str | None = None) -> go.Figure:
     """Median time per size with its interval, one colour per condition (log-log).
 
-    ``summaries`` is ``{condition: lc.bench.summarize(sweep)}``. Conditions are drawn side by
+    ``summaries`` is ``{condition: lc.evidence.summarize(sweep)}``. Conditions are drawn side by
     side at each size (slightly apart), so intervals that overlap can be seen to.
 
     Example
@@ -38,14 +38,14 @@ def interval_plot(summaries: Mapping[str, pd.DataFrame], *, placement: str = "in
     2
     """
     if not summaries:
-        raise ValueError("interval_plot needs {condition: lc.bench.summarize(sweep)}")
+        raise ValueError("interval_plot needs {condition: lc.evidence.summarize(sweep)}")
     fig = go.Figure()
     k = len(summaries)
     sizes = []
     for i, (label, s) in enumerate(summaries.items()):
         missing = sorted({"size", "median_us", "low_us", "high_us"} - set(s.columns))
         if missing:
-            raise ValueError(f"summary {label!r} lacks {missing}: pass lc.bench.summarize(sweep)")
+            raise ValueError(f"summary {label!r} lacks {missing}: pass lc.evidence.summarize(sweep)")
         d = s[s["placement"] == placement] if "placement" in s else s
         shift = 2 ** ((i - (k - 1) / 2) * 0.25)          # side by side on the log axis
         sizes += d["size"].tolist()

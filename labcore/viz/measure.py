@@ -140,7 +140,7 @@ def gate_plot(baseline: pd.DataFrame, current: pd.DataFrame, result: pd.DataFram
     baseline, current
         Sweeps with repeats (``lc.bench.sweep(..., repeats=R)``).
     result
-        ``lc.bench.compare(baseline, current)``: its tolerance draws the threshold (baseline
+        ``lc.evidence.compare(baseline, current)``: its tolerance draws the threshold (baseline
         median x (1 + tolerance)) and its status labels each size.
     placement
         Which placement to draw.
@@ -153,7 +153,7 @@ def gate_plot(baseline: pd.DataFrame, current: pd.DataFrame, result: pd.DataFram
     ...                          ranks=2, placement="in-place", repeat=range(5), busbw=1.0,
     ...                          median_us=[10.0, 11, 10.5, 9.8, 10.2]))
     >>> now = base.assign(median_us=base["median_us"] * 2)
-    >>> fig = gate_plot(base, now, lc.bench.compare(base, now))
+    >>> fig = gate_plot(base, now, lc.evidence.compare(base, now))
     >>> len(fig.data)
     3
     """

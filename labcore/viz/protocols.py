@@ -104,7 +104,7 @@ def protocol_times(op: str, machine: tuner.Machine, sizes=None, *, title: str | 
                              marker={"color": [PROTOCOL_COLORS[p] for p in chosen["protocol"]], "size": 7,
                                      "line": {"width": 1, "color": "black"}},
                              text=chosen["option"], hovertemplate="%{x:.3s}B: %{text}<extra></extra>"))
-    for k, (size, before, after) in enumerate(protocol_crossovers(op, machine, min(sizes), max(sizes))):
+    for k, (size, _before, after) in enumerate(protocol_crossovers(op, machine, min(sizes), max(sizes))):
         fig.add_vline(x=size, line={"dash": "dot", "color": "gray"})
         # one label above the other: crossovers a few MiB apart would print over each other
         fig.add_annotation(x=np.log10(size), y=1.0 + 0.07 * k, yref="paper", text=f"{after} from {format_bytes(size)}",

@@ -49,7 +49,7 @@ def bruck_reduce_scatter(ranks: int, nbytes: float) -> Schedule:
     r = np.arange(p)[:, None]
     rounds = list(_rounds(p))
     parts = Parts()
-    for step, (k, d, m) in enumerate(reversed(rounds)):
+    for step, (_k, d, m) in enumerate(reversed(rounds)):
         j = np.arange(m)[None]
         parts.add(step, r, (r + d) % p, (r + d + j) % p, True, label=f"round {step}: to rank +{d}")
     return parts.schedule("reduce_scatter", "bruck", p, nbytes, p, layout=Layout("mesh"))

@@ -16,7 +16,7 @@ Example
 """
 from __future__ import annotations
 
-from labcore.sim.tuner.constants import ALGORITHMS, FUNCTIONS, PROTOCOLS
+from labcore.sim.tuner.constants import ALGORITHMS, FUNCTIONS
 
 __all__ = ["enable_matrix"]
 

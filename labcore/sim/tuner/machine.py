@@ -147,7 +147,7 @@ class Machine:
     nvls_channels: int | None = None
     name: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self):  # noqa: C901 (to be split)
         if not _whole(self.ranks) or self.ranks < 1:
             raise ValueError(f"ranks must be a whole number >= 1, not {self.ranks!r}")
         if not _whole(self.nodes) or self.nodes < 1 or self.ranks % self.nodes:

@@ -95,7 +95,7 @@ def _skip(func: str, a: str, p: str, m: Machine) -> str | None:
     return None
 
 
-def _bus_bandwidth(func, a, p, m: Machine, g: Graph, caps: dict) -> float | None:
+def _bus_bandwidth(func, a, p, m: Machine, g: Graph, caps: dict) -> float | None:  # noqa: C901 (to be split)
     """busBw before the conversion to algorithm bandwidth (None: NCCL skips the entry)."""
     ppn = m.ranks / m.nodes
     collnet = a in ("CollNetDirect", "CollNetChain")

@@ -53,10 +53,10 @@ def decide(result: pd.DataFrame, change: str = "the change", confirming: bool = 
     ``confirming=True`` reads a gate of a restored configuration against the baseline it
     restores: "roll-back confirmed", "keep the roll-back; measure more", or "still slow".
     """
-    from labcore.live.bench.stats import advice, verdict
+    from labcore.evidence.stats import advice, verdict
 
     if not isinstance(result, pd.DataFrame) or "status" not in result:
-        raise ValueError("decide needs a gate's result: the DataFrame of lc.bench.compare or compare_predictions")
+        raise ValueError("decide needs a gate's result: the DataFrame of lc.evidence.compare or compare_predictions")
     v = result.attrs.get("verdict", verdict(result))
     reason = advice(result) if "baseline_repeats" in result else _prediction_advice(result)
     return Decision(change, v, (CONFIRMING if confirming else ACTIONS)[v], reason)

@@ -12,7 +12,7 @@ lines included) and "Collective test concluded".
 
 Example
 -------
->>> from labcore.live.bench.table import format_number
+>>> from labcore.bench.table import format_number
 >>> format_number(12.3456, 6), format_number(123456.0, 7), format_number(1234567.0, 6)
 (' 12.35', ' 123456', ' 1e+06')
 """
@@ -22,7 +22,7 @@ import math
 
 import pandas as pd
 
-from labcore.live.bench.ops import nccl_tests_program
+from labcore.bench.ops import nccl_tests_program
 
 _KEY = "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}"
 _SIDE = "  {:>7}  {:>6}  {:>6}  {:>6}"

@@ -12,11 +12,11 @@ of ranks). Run it two ways:
 Every input is checked before a rank starts; a bad one gets one line naming the fix
 and exit status 2. ``--json FILE`` saves the sweep with every repeat (it can serve as
 a baseline); ``--baseline FILE`` runs the evidence gate of
-:func:`labcore.bench.compare` against one (repeat with ``-N`` so it can decide).
+:func:`labcore.evidence.compare` against one (repeat with ``-N`` so it can decide).
 
 Example
 -------
->>> from labcore.live.bench.cli import main
+>>> from labcore.bench.cli import main
 >>> main(["all_reduce", "-b", "8", "-e", "1K", "-f", "8", "-g", "2", "-n", "2", "-w", "1"])  # doctest: +SKIP
 0
 """
@@ -32,13 +32,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from labcore.live.bench import baseline as _baseline
-from labcore.live.bench import checks, memory, stats
-from labcore.live.bench.harness import PLACEMENTS, describe_rank, measure
-from labcore.live.bench.ops import NAMES, OPS, canonical, nccl_tests_program
-from labcore.live.bench.sweep import COLUMNS, plan_sizes
-from labcore.live.bench.table import footer_lines, header_lines, row_line
-from labcore.live.bench.units import dtype_of, parse_size
+from labcore.bench import checks, memory
+from labcore.bench.harness import PLACEMENTS, describe_rank, measure
+from labcore.bench.ops import NAMES, OPS, canonical, nccl_tests_program
+from labcore.bench.sweep import COLUMNS, plan_sizes
+from labcore.bench.table import footer_lines, header_lines, row_line
+from labcore.bench.units import dtype_of, parse_size
+from labcore.evidence import baseline as _baseline
+from labcore.evidence import stats
 from labcore.live.sysinfo import choose_backend, network_summary
 
 # Exit statuses: 0 done; 1 wrong elements, a regression or a failed rank; 2 bad input;
@@ -340,7 +341,7 @@ def _main_torchrun(args, spec, sizes_asked) -> int:
 
 
 def _main_cluster(args, spec, nranks, base) -> int:
-    from labcore.live.bench.sweep import rank_budget
+    from labcore.bench.sweep import rank_budget
     from labcore.live.cluster import Cluster
 
     say = _Printer(True)

@@ -146,7 +146,7 @@ def busbw_fraction(summary: pd.DataFrame, size: int, link_gbps: float,
                    placement: str = "in-place") -> tuple[float, float, float]:
     """(fraction, low, high): busbw at ``size`` as a fraction of ``link_gbps``, with its interval.
 
-    ``summary`` is ``lc.bench.summarize(sweep)``; busbw is inversely proportional to time, so
+    ``summary`` is ``lc.evidence.summarize(sweep)``; busbw is inversely proportional to time, so
     its interval is the time interval turned over (busbw x median / high .. busbw x median / low).
     """
     if isinstance(link_gbps, bool) or not isinstance(link_gbps, (int, float)) or not 0 < link_gbps < math.inf:

@@ -114,8 +114,8 @@ def control_table(runs, size: int, placement: str = "in-place", baseline: int = 
     the run's repeats) with its bootstrap interval low_us..high_us, center_us, lower_us,
     upper_us, signal, gate ("regression"/"pass"/"inconclusive" for monitored runs) and slowdown.
     """
-    from labcore.live.bench.checks import whole
-    from labcore.live.bench.stats import bootstrap_median, compare
+    from labcore.bench.checks import whole
+    from labcore.evidence.stats import bootstrap_median, compare
 
     ordered = _ordered_runs(runs)
     if whole(baseline) is None or not 2 <= baseline < len(ordered):

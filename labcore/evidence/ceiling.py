@@ -49,9 +49,9 @@ def copy_bandwidth(cluster, nbytes: int = 64 << 20, repeats: int = 7) -> tuple[f
 
     GB = 1e9 bytes, as busbw. Each repeat's value is the mean over ranks.
     """
-    from labcore.live.bench.stats import bootstrap_median
+    from labcore.evidence.stats import bootstrap_median
 
-    from labcore.live.bench.checks import whole_at_least
+    from labcore.bench.checks import whole_at_least
 
     nbytes = whole_at_least(nbytes, "nbytes (a number of bytes)", 4)
     repeats = whole_at_least(repeats, "repeats", 1)

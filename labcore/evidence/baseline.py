@@ -2,14 +2,14 @@
 
 Define the target first (a baseline measured on a known-good setup, with repeats),
 measure again under real load, and let :func:`labcore.bench.compare` (see
-:mod:`labcore.live.bench.stats`) say whether a size regressed. The file keeps
+:mod:`labcore.evidence.stats`) say whether a size regressed. The file keeps
 every repeat, so a later gate can test against the baseline's spread, not just
 its median.
 
 Example
 -------
 >>> import pandas as pd, tempfile, pathlib
->>> from labcore.live.bench.baseline import save_baseline, load_baseline
+>>> from labcore.evidence.baseline import save_baseline, load_baseline
 >>> df = pd.DataFrame(dict(op="all_reduce", size=[1024, 1024], count=256, type="float",
 ...                        redop="sum", root=-1, ranks=2, placement="in-place", time_us=[10.0, 11.0],
 ...                        busbw=0.1, wrong=0, median_us=[9.8, 10.9], repeat=[0, 1]))
@@ -113,7 +113,7 @@ def _read_bounded(path: Path) -> bytes:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise FileNotFoundError(f"no baseline at {path}: save one first with "
-                                "lc.bench.save_baseline(df, path) or --json FILE") from None
+                                "lc.evidence.save_baseline(df, path) or --json FILE") from None
     except IsADirectoryError:
         raise ValueError(f"{path} is a folder, not a baseline: give the JSON file saved with "
                          "--json FILE") from None

@@ -5,7 +5,7 @@ the CLI prints it as one line and exits 2.
 
 Example
 -------
->>> from labcore.live.bench.checks import check_sizes
+>>> from labcore.bench.checks import check_sizes
 >>> check_sizes("all_gather", [8, 16], nranks=4, itemsize=4)
 Traceback (most recent call last):
 ...
@@ -18,7 +18,7 @@ import numbers
 import operator
 from pathlib import Path
 
-from labcore.live.bench import ops as _ops
+from labcore.bench import ops as _ops
 
 # The most calls a size may time or warm up with (-n, -w: every timed call keeps its stamp,
 # so 10**20 of them would fill any memory), and the most repeats of a sweep (-N).
@@ -101,7 +101,7 @@ def check_collective(op: str, nranks: int, redop: str, root: int) -> str:
 
 def check_support(op: str, dtype, redop: str, backend: str) -> None:
     """Refuse what ``backend`` cannot run, once the backend is known and before a rank measures."""
-    from labcore.live.bench.units import dtype_of
+    from labcore.bench.units import dtype_of
 
     name = _ops.canonical(op)
     type_name, torch_dtype = dtype_of(dtype)
@@ -134,7 +134,7 @@ def check_sizes(op: str, sizes: list[int], nranks: int, itemsize: int) -> None:
 def check_factor(factor) -> float | None:
     """``factor`` as a float if it is a finite number (numpy's too) of at most :data:`MAX_FACTOR`.
 
-    (Whether it is above 1 is :func:`labcore.live.bench.units.size_steps`'s check, with -i's advice.)
+    (Whether it is above 1 is :func:`labcore.bench.units.size_steps`'s check, with -i's advice.)
     """
     if factor is None:
         return None

@@ -1,7 +1,7 @@
 """``sweep``: nccl-tests' size sweep of one collective, from a notebook cell.
 
 The notebook side plans the sweep (sizes, memory), then asks the ranks to run
-:func:`labcore.live.bench.harness.measure` once per size, so a progress bar
+:func:`labcore.bench.harness.measure` once per size, so a progress bar
 moves as sizes finish and every size's buffers are freed before the next one.
 
 Example
@@ -18,10 +18,10 @@ from contextlib import nullcontext
 
 import pandas as pd
 
-from labcore.live.bench import checks, memory
-from labcore.live.bench import ops as _ops
-from labcore.live.bench.harness import PLACEMENTS, measure
-from labcore.live.bench.units import dtype_of, parse_size, size_steps
+from labcore.bench import checks, memory
+from labcore.bench import ops as _ops
+from labcore.bench.harness import PLACEMENTS, measure
+from labcore.bench.units import dtype_of, parse_size, size_steps
 from labcore.live.settings import check_env
 
 COLUMNS = ["op", "size", "count", "type", "redop", "root", "ranks", "backend", "placement",
@@ -145,7 +145,7 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
     corrupt : damage this many output elements on every checked rank after the check's call,
         to watch #wrong catch it (a teaching aid; 0 in real use).
     repeats : run the whole size sweep this many times, interleaved (every size once, then
-        again), as nccl-tests' ``-N``; :func:`labcore.bench.compare` needs repeats to say
+        again), as nccl-tests' ``-N``; :func:`labcore.evidence.compare` needs repeats to say
         more than "inconclusive".
     slowdown : issue the collective this many times per timed call: a real slowdown by
         about that factor, to check that a regression gate catches it (1 in real use).

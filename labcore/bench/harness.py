@@ -37,10 +37,10 @@ import time
 import torch
 import torch.distributed as dist
 
-from labcore.live.bench import ops as _ops
+from labcore.bench import ops as _ops
 from labcore.live.context import rank_info
-from labcore.live.bench.units import dtype_of
-from labcore.live.bench.verify import CHECK_BLOCK, count_wrong, inputs
+from labcore.bench.units import dtype_of
+from labcore.bench.verify import CHECK_BLOCK, count_wrong, inputs
 
 PLACEMENTS = ("out-of-place", "in-place")
 

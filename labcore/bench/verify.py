@@ -14,7 +14,7 @@ place; every other comparison is bit-exact.
 Example
 -------
 >>> import torch
->>> from labcore.live.bench.verify import inputs, expected_reduction, count_wrong
+>>> from labcore.bench.verify import inputs, expected_reduction, count_wrong
 >>> i = torch.arange(4)
 >>> x0 = inputs(0, i, "sum", nranks=2, dtype=torch.float32)
 >>> x1 = inputs(1, i, "sum", nranks=2, dtype=torch.float32)

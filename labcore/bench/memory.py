@@ -5,14 +5,14 @@ and the default sweep stops at the largest size that does.
 
 Example
 -------
->>> from labcore.live.bench.memory import peak_bytes
+>>> from labcore.bench.memory import peak_bytes
 >>> peak_bytes("all_reduce", 1 << 20, nranks=4, itemsize=4) // (1 << 20)   # send + recv + check scratch
 18
 """
 from __future__ import annotations
 
-from labcore.live.bench import ops as _ops
-from labcore.live.bench.verify import CHECK_BLOCK
+from labcore.bench import ops as _ops
+from labcore.bench.verify import CHECK_BLOCK
 
 # Scratch the block-wise data check needs (a few int64/float64 temporaries per block).
 CHECK_SCRATCH = 8 * 8 * CHECK_BLOCK

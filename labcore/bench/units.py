@@ -2,7 +2,7 @@
 
 Example
 -------
->>> from labcore.live.bench.units import parse_size, size_steps, dtype_of
+>>> from labcore.bench.units import parse_size, size_steps, dtype_of
 >>> parse_size("128M"), parse_size("0.3K")
 (134217728, 307)
 >>> size_steps(8, 64, factor=2)

@@ -25,7 +25,7 @@ level at all (3 against 3 give p >= 1/20), and the gate says so.
 Example
 -------
 >>> import pandas as pd
->>> from labcore.live.bench.stats import compare, verdict
+>>> from labcore.evidence.stats import compare, verdict
 >>> base = pd.DataFrame(dict(op="all_reduce", size=1024, type="float", redop="sum", root=-1,
 ...                          ranks=2, placement="in-place", repeat=range(6), busbw=1.0,
 ...                          median_us=[10.0, 10.4, 9.8, 10.1, 10.3, 9.9]))
@@ -247,7 +247,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, tolerance: float = 0.
                          f"not {tolerance}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha is a false-alarm rate between 0 and 1 (0.05 = 5%), not {alpha}")
-    from labcore.live.bench.units import parse_size
+    from labcore.bench.units import parse_size
 
     min_bytes = parse_size(min_bytes)
     _check_frame(baseline, name)

@@ -9,7 +9,7 @@ the notebook.
 
 Example
 -------
->>> from labcore.live.bench.load import noisy_neighbours
+>>> from labcore.evidence.load import noisy_neighbours
 >>> with noisy_neighbours(1, max_seconds=5) as pids:
 ...     len(pids)
 1

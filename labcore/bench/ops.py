@@ -16,7 +16,7 @@ receive buffers and ``count`` is the count passed to the NCCL call.
 
 Example
 -------
->>> from labcore.live.bench.ops import OPS
+>>> from labcore.bench.ops import OPS
 >>> OPS["all_gather"].layout(nbytes=1000, nranks=4, itemsize=4)   # 250 elements -> 60 per rank
 Layout(count=60, send=60, recv=240)
 >>> OPS["all_gather"].layout(nbytes=32, nranks=4, itemsize=4).count   # 2 per rank rounds down to 0
@@ -32,7 +32,7 @@ from typing import Callable, NamedTuple
 import torch
 import torch.distributed as dist
 
-from labcore.live.bench.verify import expected_reduction, inputs
+from labcore.bench.verify import expected_reduction, inputs
 
 # torch 2.13 renamed the tensor forms; the old names warn on every call, so
 # prefer the new ones and fall back on older torch.

@@ -35,8 +35,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from labcore.live.bench import checks
-from labcore.live.bench import ops as _ops
+from labcore.bench import checks
+from labcore.bench import ops as _ops
 
 QUANTILES = (0.5, 0.99)
 
@@ -112,11 +112,11 @@ def stamped_calls(spec: dict) -> list[float]:
     """On every rank: ``calls`` back-to-back calls of ``op`` at ``nbytes``, each one's seconds.
 
     Runs inside ``Cluster.run``; the buffers, inputs and call are the benchmark harness's
-    (:mod:`labcore.live.bench.harness`), so a call here is a call of :func:`labcore.bench.sweep`.
+    (:mod:`labcore.bench.harness`), so a call here is a call of :func:`labcore.bench.sweep`.
     Every rank runs the same number of calls, so none waits for a call the others skip.
     """
-    from labcore.live.bench import harness
-    from labcore.live.bench.units import dtype_of
+    from labcore.bench import harness
+    from labcore.bench.units import dtype_of
 
     import torch.distributed as dist
 
@@ -164,8 +164,8 @@ def call_latencies(cluster, op: str = "all_reduce", nbytes=1 << 20, *, calls: in
     ...     lat = call_latencies(cl, "all_reduce", "1M", calls=400)
     >>> latency_summary(lat)                                              # doctest: +SKIP
     """
-    from labcore.live.bench.harness import PLACEMENTS
-    from labcore.live.bench.units import dtype_of, parse_size
+    from labcore.bench.harness import PLACEMENTS
+    from labcore.bench.units import dtype_of, parse_size
 
     name = checks.check_collective(op, cluster.world_size, redop, root)
     if name == _ops.BARRIER:

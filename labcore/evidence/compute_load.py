@@ -13,7 +13,7 @@ block ends, when the notebook's process goes away, or after ``max_seconds``.
 
 Example
 -------
->>> from labcore.live.bench.compute_load import training_neighbours
+>>> from labcore.evidence.compute_load import training_neighbours
 >>> with training_neighbours(1, max_seconds=60) as pids:               # doctest: +SKIP
 ...     len(pids)
 1
@@ -27,7 +27,7 @@ import sys
 import time
 from contextlib import contextmanager
 
-from labcore.live.bench.load import stop_processes
+from labcore.evidence.load import stop_processes
 
 # One process: train an MLP in a loop, say "ready" after the first step, and stop when the
 # parent is gone or the time is up (checked after every step, a few ms).
@@ -84,7 +84,7 @@ def training_neighbours(n: int = 2, width: int = 512, max_seconds: float = 300.0
     max_seconds : each stops by itself after this long, even if the block is still running.
     ready_timeout : seconds to wait for every process's first step before giving up.
     """
-    from labcore.live.bench.checks import whole_at_least
+    from labcore.bench.checks import whole_at_least
 
     n, width = whole_at_least(n, "n", 1), whole_at_least(width, "width", 1)
     for name, value in (("max_seconds", max_seconds), ("ready_timeout", ready_timeout)):

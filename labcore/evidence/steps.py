@@ -122,12 +122,12 @@ def ddp_steps(cluster, configs: Mapping[str, dict], *, repeats: int = 5, steps: 
     (mean step) and ``median_us`` (median step), both averaged over ranks, ``busbw`` (NaN: a
     step has no bus bandwidth), ``repeat``, ``config``, ``bucket_cap_mb``, ``sync``.
     """
-    from labcore.live.bench.checks import check_counts
+    from labcore.bench.checks import check_counts
 
     if not isinstance(configs, Mapping) or not configs:
         raise ValueError("configs must be a non-empty dict {label: {'bucket_cap_mb': ..., 'sync': ...}}")
     checked = {str(label): _check_config(str(label), dict(cfg)) for label, cfg in configs.items()}
-    from labcore.live.bench.checks import whole_at_least
+    from labcore.bench.checks import whole_at_least
 
     warmup, steps, repeats = check_counts(warmup, steps, repeats)
     depth, width, batch = (whole_at_least(value, name, 1)
@@ -160,7 +160,7 @@ def comm_share(with_comm: pd.DataFrame, without: pd.DataFrame, level: float = 0.
     ``share = 1 - t_without / t_with`` from the median steps of two :func:`ddp_steps` frames
     (the same model, communication on and off). The interval resamples each frame's repeats.
     """
-    from labcore.live.bench.stats import _ratio_interval
+    from labcore.evidence.stats import _ratio_interval
 
     if not 0 < level < 1:
         raise ValueError(f"level must be between 0 and 1 (0.95 = 95%), not {level!r}")

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from labcore.live.bench import ops as _ops
-from labcore.live.bench.harness import PLACEMENTS
+from labcore.bench import ops as _ops
+from labcore.bench.harness import PLACEMENTS
 
 _MPI_TAG = re.compile(r"^\s*\[\d+,\d+\]<std(?:out|err)>:")
 _RANK_TAG = re.compile(r"\[\d+\]")
@@ -94,7 +94,7 @@ def _header(tokens: list[str]):
     return tokens[:first], groups[:2]
 
 
-def _sections(lines):
+def _sections(lines):  # noqa: C901 (to be split)
     sections = [_Section()]
     for raw in lines:
         line = _clean(raw)
@@ -272,7 +272,7 @@ def read_nccl_tests(source, *, op: str | None = None, ranks: int | None = None) 
     TypeError
         When ``source`` is not text, bytes or a path.
     """
-    from labcore.live.bench.sweep import COLUMNS
+    from labcore.bench.sweep import COLUMNS
 
     if ranks is not None and (isinstance(ranks, bool) or not isinstance(ranks, numbers.Integral) or ranks < 1):
         raise ValueError(f"ranks must be the whole number of ranks that ran (1 or more), not {ranks!r}")

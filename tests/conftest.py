@@ -1,0 +1,93 @@
+"""Shared fixtures and the suite's lanes.
+
+Lanes (markers registered in pyproject.toml):
+
+- ``live``: starts rank processes, kernels, engines or other subprocesses;
+- ``notebook``: a notebook cell run by nbval (every cell of ``notebooks/``);
+- ``browser``: drives Chromium;
+- ``slow``: long tests (a file of them, or one test over ~5 s on 2 cores);
+- ``gpu``: needs CUDA devices (skips without them, saying why).
+
+The fast lane is everything else: ``pytest -m fast`` (no processes, no notebooks).
+A test in the fast lane that starts a process fails and says to mark its file.
+"""
+from __future__ import annotations
+
+import os
+
+import psutil
+import pytest
+
+import labcore as lc
+
+# Files whose tests start processes (clusters, kernels, CLIs, engines) or a browser.
+LIVE_FILES = {
+    "test_bench_cli.py", "test_bench_evidence.py", "test_bench_sweep.py", "test_bench_units.py",
+    "test_cluster.py", "test_cluster_faults.py", "test_cluster_gpu.py", "test_engines.py",
+    "test_exercises_all.py", "test_exercises_hangs.py", "test_exercises_ring.py", "test_exercises_training.py",
+    "test_hang_clinic.py", "test_inputs_bench.py", "test_inputs_live.py", "test_inputs_sim.py", "test_lint.py", "test_magic.py",
+    "test_package.py", "test_readme.py", "test_recorder.py", "test_replay.py", "test_scaleout.py",
+    "test_sim_ddp_cost.py", "test_slurm.py", "test_trust.py", "test_trust_kernel.py",
+}
+BROWSER_FILES = {"test_browser_notebook.py", "test_viz_browser.py"}
+SLOW_FILES = {"test_trust.py", "test_trust_kernel.py", "test_cluster_faults.py", "test_exercises_all.py",
+              "test_hang_clinic.py", "test_browser_notebook.py"}
+LANE_MARKERS = ("live", "notebook", "browser", "slow", "gpu")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = os.path.basename(str(item.fspath))
+        if name.endswith(".ipynb"):
+            item.add_marker(pytest.mark.notebook)
+            item.add_marker(pytest.mark.live)
+            continue
+        if name in LIVE_FILES:
+            item.add_marker(pytest.mark.live)
+        if name in BROWSER_FILES:
+            item.add_marker(pytest.mark.browser)
+            item.add_marker(pytest.mark.live)
+        if name in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
+        if not any(item.get_closest_marker(m) for m in LANE_MARKERS):
+            item.add_marker(pytest.mark.fast)
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+@pytest.fixture(autouse=True)
+def _fast_lane_starts_no_process(request):
+    """A fast-lane test that starts a process belongs in the live lane: say so instead of passing."""
+    if request.node.get_closest_marker("fast") is None:
+        yield
+        return
+    before, cpu = _children(), os.times()
+    yield
+    after = os.times()
+    started = _children() - before
+    waited = (after.children_user + after.children_system) - (cpu.children_user + cpu.children_system)
+    if started or waited > 0:
+        pytest.fail(f"{request.node.nodeid} started processes: mark it @pytest.mark.live "
+                    "(or add its file to LIVE_FILES in tests/conftest.py)")
+
+
+@pytest.fixture(scope="module")
+def gloo_cluster():
+    """``gloo_cluster(n, **options)``: a gloo Cluster of n ranks shared by the module's tests, closed at its end.
+
+    The same arguments give the same cluster; options are ``lc.Cluster``'s (``timeout``, ``env``, ...).
+    """
+    made: dict = {}
+
+    def get(n: int, **options):
+        options.setdefault("timeout", 60)
+        key = (n, tuple(sorted((k, repr(v)) for k, v in options.items())))
+        if key not in made:
+            made[key] = lc.Cluster(n, backend="gloo", **options)
+        return made[key]
+
+    yield get
+    for cl in made.values():
+        cl.close()
