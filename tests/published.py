@@ -1,0 +1,224 @@
+"""The published all_reduce tables of tests/data, and the simulator's busbw against theirs.
+
+``tests/data/published_index.json`` says, for every table, which machine ran it (GPU, nodes, GPUs and
+NICs per node), whether it is in the calibration or the held-out set, the preset the lab names (or will
+name) for that machine and, until that preset exists, a stand-in built from today's public factories
+(``labcore.sim.topologies``). Only public names are used: ``labcore.bench.read_nccl_tests``,
+``labcore.sim.simulate`` and ``labcore.sim.topologies`` / ``labcore.sim.tuner``; nothing here needs a
+change when the model improves or the presets move into one registry.
+
+The comparison is simulated busbw / published busbw per size. For nccl-tests output it is computed from
+the times (published in-place time / simulated time: the same ratio, without the rounding of small
+busbw values); for the busbw-only tables of vendor pages, from the busbw itself.
+
+Example
+-------
+>>> entry = index_entries()[0]
+>>> sorted(entry)[:4]
+['family', 'file', 'fitted_before_split', 'format']
+>>> band_of(64 << 10), band_of(1 << 20), band_of(16 << 20)
+('<=64KiB', '64KiB-16MiB', '>=16MiB')
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import re
+import statistics
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data"
+INDEX = DATA / "published_index.json"
+SETS = ("calibration", "held-out")
+BANDS = ("<=64KiB", "64KiB-16MiB", ">=16MiB")
+PLACEMENT = "in-place"          # the out-of-place column's first rows often hold warm-up outliers
+_MD_ROW = re.compile(r"\|\s*([0-9.]+)([KMG])\s*\|\s*([0-9.]+)\s*\|")
+
+
+def index_entries(which: str | None = None) -> list[dict]:
+    """The index's tables, all or those of one set ("calibration" or "held-out")."""
+    if which is not None and which not in SETS:
+        raise ValueError(f"set must be one of {SETS}, not {which!r}")
+    tables = json.loads(INDEX.read_text())["tables"]
+    return [t for t in tables if which is None or t["set"] == which]
+
+
+def split_rule() -> dict:
+    """The split's date, rule and machine families, as written in the index."""
+    return json.loads(INDEX.read_text())["split"]
+
+
+def band_of(nbytes: int) -> str:
+    """The size band: up to 64 KiB, 64 KiB to 16 MiB, 16 MiB and up."""
+    if nbytes <= 64 << 10:
+        return BANDS[0]
+    return BANDS[1] if nbytes < 16 << 20 else BANDS[2]
+
+
+def _busbw_table(path: Path, ranks: int) -> list[dict]:
+    """Rows of a busbw-only markdown table: the i-th row is 1 KiB x 2**i (its rounded decimal label is
+    checked against that), the time follows from nccl-tests' busbw = S / t x 2(n-1)/n."""
+    rows = []
+    for line in path.read_text().splitlines():
+        m = _MD_ROW.match(line)
+        if m:
+            size = 1024 << len(rows)
+            label = float(m.group(1)) * {"K": 1e3, "M": 1e6, "G": 1e9}[m.group(2)]
+            if not 0.9 < size / label < 1.2:
+                raise ValueError(f"{path.name}: row {len(rows)} is labelled {line.strip()!r}, not ~{size} bytes")
+            busbw = float(m.group(3))
+            time_us = size / (busbw * 1e3) * 2 * (ranks - 1) / ranks if busbw > 0 else math.nan
+            rows.append(dict(size=size, time_us=time_us, busbw=busbw, from_times=False))
+    return rows
+
+
+def published_rows(entry: dict) -> list[dict]:
+    """(size, time_us, busbw, from_times) of every size of a table, read with the lab's reader
+    (``labcore.bench.read_nccl_tests``; the in-place column, the first repeat of each size).
+
+    Raises whatever the reader raises for a table it cannot read (the index says which).
+    """
+    path = DATA / entry["file"]
+    if entry["format"] == "busbw-table":
+        return _busbw_table(path, entry["ranks"])
+    from labcore.bench import read_nccl_tests
+
+    df = read_nccl_tests(path, op="all_reduce", ranks=entry["ranks"])
+    df = df[(df["op"] == "all_reduce") & (df["placement"] == PLACEMENT) & (df["repeat"] == 0)]
+    return [dict(size=int(r.size), time_us=float(r.time_us), busbw=float(r.busbw), from_times=True)
+            for r in df.drop_duplicates("size").itertuples()]
+
+
+def arithmetic_slips(rows: list[dict], ranks: int) -> list[int]:
+    """Sizes whose printed busbw does not follow from their size and time (a misread column or a copy
+    slip): busbw = S / t x 2(n-1)/n within the printed 2 decimals and nccl-tests' float rounding."""
+    factor = 2 * (ranks - 1) / ranks
+    bad = []
+    for r in rows:
+        if not r["from_times"]:
+            continue
+        t = r["time_us"]
+        expected = r["size"] / (t * 1e3) * factor if t > 0 else math.inf
+        if not abs(expected - r["busbw"]) <= 0.011 + 0.004 * r["busbw"]:
+            bad.append(r["size"])
+    return bad
+
+
+def _call(factory, kwargs: dict):
+    accepted = inspect.signature(factory).parameters
+    return factory(**{k: v for k, v in kwargs.items() if k in accepted})
+
+
+def topology_for(entry: dict):
+    """(topology, how): the index's preset where ``labcore.sim.topologies.preset`` knows it and builds
+    the table's layout, else its stand-in from today's factories; ``(None, reason)`` when neither."""
+    from labcore.sim import topologies
+
+    layout = dict(ranks=entry["ranks"], nodes=entry["nodes"], gpus_per_node=entry["gpus_per_node"],
+                  nics_per_node=entry["nics_per_node"], nic_gbps=entry["nic_gbps"])
+    try:
+        topo = _call(topologies.preset, dict(name=entry["preset"], **layout))
+    except ValueError:
+        topo = None
+    if topo is not None and topo.ranks == entry["ranks"] and getattr(topo, "nodes", entry["nodes"]) == entry["nodes"]:
+        return topo, f"preset {entry['preset']}"
+    missing = f"no preset yet ({entry['preset']})"
+    stand = entry["stand_in"]
+    if not stand:
+        return None, missing
+    factory = getattr(topologies, stand["factory"], None)
+    if factory is None:
+        return None, f"{missing}; stand-in {stand['factory']} is gone"
+    try:
+        topo = factory(**stand["kwargs"])
+    except (TypeError, ValueError) as e:
+        return None, f"{missing}; stand-in {stand['factory']} refused: {e}"
+    return topo, f"{missing}; stand-in {stand['factory']}({_kwargs_text(stand['kwargs'])})"
+
+
+def _kwargs_text(kwargs: dict) -> str:
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in kwargs.items())
+
+
+def _tuner_pick(entry: dict, nbytes: int):
+    """(simulator algorithm, protocol) of NCCL's pick for the table's machine, or None when the lab's
+    tuner has no machine for it."""
+    from labcore.sim import tuner
+
+    name = entry["tuner_machine"]
+    if entry["nccl_algo"] or name not in tuner.MACHINES:
+        return None
+    machine = tuner.MACHINES[name]
+    if (machine.ranks, machine.nodes) != (entry["ranks"], entry["nodes"]):
+        machine = machine.with_ranks(entry["ranks"], nodes=entry["nodes"])
+    pick = tuner.predict("all_reduce", nbytes, machine)
+    return tuner.SIM_ALGORITHM[pick.algorithm], pick.protocol
+
+
+def simulated_busbw(entry: dict, topology, nbytes: int, algorithm: str = "best") -> tuple[float, str]:
+    """(busbw GB/s, what ran) of the simulator for one size of a table.
+
+    ``algorithm``: "best" (the fastest of NCCL's algorithms as simulated) or "tuner" (NCCL's pick by
+    the lab's port of its tuner, with its protocol where the topology has it). A table run with a
+    forced algorithm (``nccl_algo``, e.g. NCCL_ALGO=Ring) is simulated with that algorithm.
+    """
+    import labcore.sim as sim
+
+    protocol = "auto"
+    if entry["nccl_algo"]:
+        algorithm = entry["nccl_algo"].lower()
+    elif algorithm == "tuner":
+        pick = _tuner_pick(entry, nbytes)
+        algorithm, protocol = pick if pick else ("best", "auto")
+        if protocol not in getattr(topology, "protocols", {}):
+            protocol = "auto"
+    trace = sim.simulate("all_reduce", algorithm, entry["ranks"], nbytes, topology=topology,
+                         values=False, protocol=protocol)
+    return trace.busbw, f"{trace.schedule.algorithm}/{trace.protocol}"
+
+
+def table_ratios(entry: dict, algorithm: str = "best") -> dict:
+    """Simulated / published busbw for every size of one table.
+
+    Returns a dict: ``rows`` [(size, published busbw, simulated busbw, ratio, what ran)], ``topology``
+    (how it was built), ``status`` ("ok", or why no number came out: the reader, the arithmetic check,
+    no topology) and ``errors`` {size: the simulator's one-line refusal}.
+    """
+    out = dict(file=entry["file"], set=entry["set"], rows=[], errors={}, topology="", status="ok")
+    try:
+        rows = published_rows(entry)
+    except (ValueError, KeyError) as e:
+        out["status"] = f"reader cannot read it yet: {str(e).splitlines()[0]}"
+        return out
+    slips = arithmetic_slips(rows, entry["ranks"])
+    if slips:
+        out["status"] = f"reader misreads it ({len(slips)} sizes fail busbw = S/t x 2(n-1)/n)"
+        return out
+    topology, out["topology"] = topology_for(entry)
+    if topology is None:
+        out["status"] = out["topology"]
+        return out
+    for r in rows:
+        try:
+            busbw, ran = simulated_busbw(entry, topology, r["size"], algorithm)
+        except (ValueError, RuntimeError, MemoryError) as e:
+            out["errors"][r["size"]] = str(e).splitlines()[0]
+            continue
+        ratio = (r["time_us"] / (r["size"] / (busbw * 1e3) * 2 * (entry["ranks"] - 1) / entry["ranks"])
+                 if r["from_times"] else busbw / r["busbw"] if r["busbw"] > 0 else math.nan)
+        out["rows"].append((r["size"], r["busbw"], busbw, ratio, ran))
+    return out
+
+
+def band_summary(rows: list[tuple]) -> dict:
+    """Per size band: n, min, median and max of simulated/published busbw, and how many sizes lie
+    within 25% and within 40% of the published."""
+    out = {}
+    for band in BANDS:
+        ratios = [r[3] for r in rows if band_of(r[0]) == band and not math.isnan(r[3])]
+        if ratios:
+            out[band] = dict(n=len(ratios), min=min(ratios), median=statistics.median(ratios), max=max(ratios),
+                             within25=sum(abs(x - 1) <= 0.25 for x in ratios),
+                             within40=sum(abs(x - 1) <= 0.40 for x in ratios))
+    return out
