@@ -1,5 +1,6 @@
 """The collective recorder on live gloo ranks: byte counts against the models' own sizes, ZeRO's
 volumes against the paper, what each row says, and the errors."""
+import os
 import time
 
 import pytest
@@ -152,6 +153,10 @@ def test_rows_name_op_bytes_group_and_frame(cl):
     assert "compute" in set(rec.scopes["name"])
     by_rank = rec.summary(by="rank")
     assert by_rank.loc[(0, 0), "bytes"] > by_rank.loc[(0, 2), "bytes"]     # rank 0 sent and joined the pair
+    # gloo runs no kernels: the kernel columns are empty, and gloo's send/recv events do not name the peer
+    assert (rec.frame[["kernel", "algorithm", "protocol"]] == "").all().all()
+    assert (rec.frame[["peer", "channels", "threads"]] == -1).all().all()
+    assert rec.notes == [] and rec.machine == {}
 
 
 def test_percent_percent_ranks_record(cl):
@@ -233,16 +238,78 @@ def test_combine_refuses_mixed_runs(cl):
         combine([1, 2])
 
 
-@pytest.mark.skipif(not lc.has_gpus(2), reason="needs 2 GPUs: on NCCL the recorder reads start and end from the "
-                                               "flight recorder's CUDA-event timing (TORCH_NCCL_ENABLE_TIMING=1)")
+def test_backend_profiling_names_give_op_and_peer():
+    from labcore.live.recorder import _op_name
+
+    assert _op_name("nccl:send 0->3") == ("send", 3) and _op_name("nccl:recv 2<-1") == ("recv", 1)
+    assert _op_name("nccl:_all_gather_base") == ("all_gather", -1)
+    assert _op_name("nccl:_reduce_scatter_base") == ("reduce_scatter", -1)
+    assert _op_name("nccl:all_reduce_barrier") == ("barrier", -1)
+    assert _op_name("gloo:all_reduce") == ("all_reduce", -1) and _op_name("gloo:send") == ("send", -1)
+
+
+def test_the_nccl_path_reads_the_profilers_own_trace_on_the_flight_recorders_clock():
+    """On NCCL the recorder reads its kernels from the profiler's Kineto JSON (labcore.live.kineto, as for a
+    real job's trace). A CPU has no kernels; what it can check is that the exported scopes land on the
+    clock the flight recorder uses (time.time_ns) and on the profiler's own times, and that no file stays."""
+    import glob
+    import tempfile
+
+    from labcore.live import recorder
+
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "labcore-profile-*")))
+    recorder._start_profiler()
+    t0 = time.time_ns()
+    with torch.profiler.record_function("nccl:send 0->1"):
+        torch.ones(64).sum()
+    t1 = time.time_ns()
+    result = recorder._stop_profiler()
+    ev = recorder._gpu_events(result)
+    (scope,) = ev.scopes
+    (own,) = [e for e in recorder._events(result) if e[0] == "nccl:send 0->1"]
+    assert scope[3] == "nccl:send 0->1" and t0 <= scope[0] <= scope[1] <= t1
+    assert abs(scope[0] - own[2]) <= 1 and abs(scope[1] - own[3]) <= 1          # ns: the export's rounding
+    assert ev.kernels == [] and set(glob.glob(os.path.join(tempfile.gettempdir(), "labcore-profile-*"))) == before
+
+
+def test_flight_recorder_entries_pair_with_the_scopes_that_launched_kernels():
+    """The pairing the recorder does on NCCL, on a real trace's scopes and kernels (a100_2ranks): entries
+    of one profiling name pair in order when they are as many, else by the scope around their creation."""
+    from labcore.live import TRACES_DIR, kineto
+    from labcore.live.recorder import _nccl_kernels
+
+    ev = kineto.Events.from_trace(kineto._load(TRACES_DIR / "a100_2ranks_rank0.json.gz"))
+    scopes = sorted(ev.scopes)
+    entries = [dict(record_id=k, profiling_name=sc[3], time_created_ns=(sc[0] + sc[1]) // 2)
+               for k, sc in enumerate(scopes)]
+    kernels, compute = _nccl_kernels(entries, ev, 80)
+    want = {k: min(kern[0] for kern in c["kernels"]) for k, c in enumerate(kineto.match_kernels(ev)[0])}
+    assert {k: v["start_ns"] for k, v in kernels.items()} == want
+    assert {v["protocol"] for v in kernels.values()} == {"Simple", "LL", "LL or Simple"}
+    assert len(compute) == len(ev.compute)
+    fewer, _ = _nccl_kernels(entries[1:], ev, 80)                 # counts differ: paired by time
+    assert {k: v["start_ns"] for k, v in fewer.items()} == {k: v for k, v in want.items() if k}
+
+
+@pytest.mark.skipif(not lc.has_gpus(2), reason="needs 2 GPUs: on NCCL the recorder reads start and end from "
+                                               "the CUDA kernels the profiler records")
 def test_nccl_recording_has_times():
-    with lc.Cluster(2, backend="nccl", env={"TORCH_NCCL_ENABLE_TIMING": "1"}) as gpu:
+    with lc.Cluster(2, backend="nccl") as gpu:
         def step():
             import torch.distributed as dist
 
             with record() as rec:
-                dist.all_reduce(torch.ones(1 << 20, device=lc.device()))
-                torch.cuda.synchronize()
+                x = torch.ones(1 << 20, device=lc.device())
+                dist.all_reduce(x)
+                if dist.get_rank() == 0:
+                    dist.send(x, 1)
+                else:
+                    dist.recv(x, 0)
             return rec
-        rows = combine(gpu.run(step)).collectives()
-    assert rows["bytes"].tolist() == [4 << 20] and rows["time_us"].notna().all()
+        rows = combine(gpu.run(step)).frame
+    reduce = rows[rows["op"] == "all_reduce"]
+    assert reduce["bytes"].tolist() == [4 << 20] * 2 and rows["time_us"].notna().all()
+    assert reduce["kernel"].str.startswith("nccl").all() and (reduce["algorithm"] != "").all()
+    assert (reduce["start_s"] >= reduce["issued_s"]).all() and (reduce["threads"] > 0).all()
+    p2p = rows[rows["op"].isin(["send", "recv"])].sort_values("rank")
+    assert p2p[["op", "peer"]].values.tolist() == [["send", 1], ["recv", 0]] and (p2p["seq"] == -1).all()

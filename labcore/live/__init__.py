@@ -1,10 +1,11 @@
 """Real collectives: a persistent rank cluster on this machine (or on ipyparallel engines), ``%%ranks``,
-recordings of what training sends, readers of real NCCL logs, machine facts."""
+recordings of what training sends, readers of real NCCL logs and of real jobs' profiler traces, machine facts."""
 from labcore.live import flight
 from labcore.live.cluster import Cluster
 from labcore.live.context import RankInfo, device, rank_info
 from labcore.live.engines import EngineCluster
 from labcore.live.errors import ClusterError, CollectiveTimeout, HangReport, RankDied, RankError
+from labcore.live.kineto import TRACES_DIR, kernel_choice, nccl_choices, read_trace, tuner_machine
 from labcore.live.nccl_log import LOGS_DIR as NCCL_LOGS_DIR
 from labcore.live.nccl_log import NcclLog
 from labcore.live.nccl_log import parse as parse_nccl_log
@@ -19,4 +20,5 @@ __all__ = [
     "HangReport", "RankDied", "RankError", "has_gpus", "machine_summary", "record", "Recorder", "Recording",
     "combine", "FR_ENV", "NcclLog", "parse_nccl_log", "recorded_nccl_log", "NCCL_LOGS_DIR", "NodeGroups",
     "node_groups", "hierarchical_all_reduce", "TopoMatrix", "machine_topology", "parse_topo", "cpu_summary", "flight",
+    "read_trace", "nccl_choices", "kernel_choice", "tuner_machine", "TRACES_DIR",
 ]

@@ -38,9 +38,18 @@ So the recorder does not read the ``async_op`` argument; it reports what asynchr
 collective, or entered a compute scope the profiler records (an autograd node in backward, a
 ``torch.profiler.record_function`` scope such as DDP's forward, an optimizer's step or FSDP's
 phases). Forward compute outside any scope is invisible to it: wrap it in
-``record_function("...")`` to have it count. NCCL ranks read start and end from the flight
-recorder instead (CUDA events, ``TORCH_NCCL_ENABLE_TIMING=1``; without it only the issue time
-is known).
+``record_function("...")`` to have it count.
+
+On NCCL the collectives run as CUDA kernels, and the recorder reads those: the profiler records
+CUDA activity too, the block ends with a device synchronize (so every kernel launched in it is
+in the profile), and each flight-recorder entry is paired with its ``nccl:<op>`` scope and the
+kernels launched inside it (:func:`labcore.live.kineto.match_kernels`, the code that reads a real
+job's trace): ``start_s``/``end_s`` are the kernels' GPU times, ``kernel``, ``algorithm``,
+``protocol``, ``channels`` and ``threads`` what they say (:func:`labcore.live.kineto.kernel_choice`),
+and ``overlapped`` is True when a compute kernel ran beside them on the GPU. c10d's watchdog
+(which notices a start within its 100 ms loop, and times an entry only once it retires it) is not
+read; a collective NCCL ran without a kernel (a one-rank group copies) keeps the flight
+recorder's times where it has them.
 
 Two gloo facts show up in recordings: gloo runs ``reduce_scatter`` as an all-reduce of the
 whole buffer (``backend_op`` says so; ``op`` names what was asked, from the Python frame), and
@@ -54,7 +63,9 @@ group_size, seq (the group's collective number, equal on every rank of the group
 start_s, end_s (seconds from the recording's start, on the rank's clock), time_us (end - start),
 overlapped, frame (the first frame outside torch: your line), via (the torch function that called
 the process group, e.g. DDP's ``_sync_params_and_buffers`` or FSDP's ``foreach_all_gather``),
-backend_op.
+backend_op, peer (NCCL's send/recv: the other rank, in the group's numbering; -1 for collectives
+and for gloo's send/recv, whose events do not name it), and from NCCL's
+kernels (empty or -1 on gloo): kernel, algorithm, protocol, channels (CTAs), threads (a block).
 
 Example (on a rank)
 -------------------
@@ -70,6 +81,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -92,11 +104,29 @@ _API_OP = {"reduce_scatter_single": "reduce_scatter", "reduce_scatter_tensor": "
 _P2P = {"send", "recv", "recvAnySource"}
 _COLUMNS = ["rank", "step", "op", "bytes", "in_bytes", "out_bytes", "dtype", "group", "group_ranks",
             "group_size", "seq", "issued_s", "start_s", "end_s", "time_us", "overlapped", "frame", "via",
-            "backend_op"]
+            "backend_op", "peer", "kernel", "algorithm", "protocol", "channels", "threads"]
+# what a row has where no NCCL kernel ran it (gloo)
+_NO_KERNEL = dict(peer=-1, kernel="", algorithm="", protocol="", channels=-1, threads=-1)
+# backend profiling names that are not the op's name
+_BACKEND_OP = {"all_reduce_barrier": "barrier"}
 _ROW = [c for c in _COLUMNS if not c.endswith("_s") and c != "time_us"] + ["issued_ns", "start_ns", "end_ns"]
 # the profiler's dtype names (gloo's point-to-point events) -> bytes per element
 _PROFILER_ITEMSIZE = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
                       "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1}
+
+
+def _op_name(profiling_name: str) -> tuple[str, int]:
+    """The op, and the peer (-1: none), a backend's profiling name stands for.
+
+    >>> _op_name("nccl:_all_gather_base"), _op_name("nccl:send 0->1"), _op_name("nccl:recv 1<-0")
+    (('all_gather', -1), ('send', 1), ('recv', 0))
+    """
+    head, _, tail = profiling_name.split(":", 1)[-1].strip().partition(" ")
+    p2p = re.fullmatch(r"\d+\s*(->|<-)\s*(\d+)", tail.strip())
+    if head in _P2P and p2p:          # ProcessGroupNCCL: "nccl:send <rank>-><peer>", "nccl:recv <rank><-<peer>"
+        return ("send" if head == "send" else "recv"), int(p2p[2])
+    head = _BACKEND_OP.get(head, head)
+    return _API_OP.get(head, head), -1
 
 
 def _torch_dir() -> str:
@@ -163,7 +193,7 @@ def _profiler_config():
     return ProfilerConfig(ProfilerState.KINETO, True, False, False, False, False, _ExperimentalConfig(), "")
 
 
-def _start_profiler() -> None:
+def _start_profiler(cuda: bool = False) -> None:
     from torch._C._autograd import _enable_profiler, _prepare_profiler, _profiler_enabled
     from torch._C._profiler import ProfilerActivity, RecordScope
 
@@ -171,7 +201,7 @@ def _start_profiler() -> None:
         raise RuntimeError("a torch profiler, or another record() block, is already running on this rank; "
                            "the recorder uses the profiler too, so record() blocks do not nest: end that one "
                            "first (or record outside it) and try again")
-    activities = {ProfilerActivity.CPU}
+    activities = {ProfilerActivity.CPU, ProfilerActivity.CUDA} if cuda else {ProfilerActivity.CPU}
     with _quiet_stderr():
         _prepare_profiler(_profiler_config(), activities)
         _enable_profiler(_profiler_config(), activities, {RecordScope.USER_SCOPE, RecordScope.BACKWARD_FUNCTION})
@@ -183,6 +213,19 @@ def _stop_profiler():
 
     with _quiet_stderr():
         return _disable_profiler()
+
+
+def _gpu_events(result):
+    """The profile's NCCL scopes, CUDA launches and kernels (:class:`labcore.live.kineto.Events`), read from
+    the profiler's own Kineto JSON (the only place its kernels' launch sizes are), in a folder removed after."""
+    import tempfile
+
+    from labcore.live import kineto
+
+    with tempfile.TemporaryDirectory(prefix="labcore-profile-") as tmp:
+        path = os.path.join(tmp, "profile.json")
+        result.save(path)
+        return kineto.Events.from_trace(kineto._load(path, limit=1 << 30), "this rank's profile")
 
 
 def _events(result) -> list[tuple]:
@@ -211,6 +254,8 @@ class Recorder:
         self._steps: list[tuple[int, int]] = []
         self._events: list[tuple] = []
         self._profile = None
+        self._nccl, self._sm = False, None
+        self._gpu = None          # on NCCL: the profile's CUDA kernels and launches (kineto.Events)
         self._result: Recording | None = None
 
     def __enter__(self) -> "Recorder":
@@ -224,12 +269,20 @@ class Recorder:
         if os.environ.get("TORCH_FR_BUFFER_SIZE", "").strip() == "0":
             raise RuntimeError("the flight recorder is off on this rank (TORCH_FR_BUFFER_SIZE=0) and the "
                                "recorder reads it: start the ranks with lc.Cluster(n, env=lc.live.FR_ENV)")
-        _start_profiler()
+        # on NCCL the collectives run as CUDA kernels: profile them too (their GPU start and end)
+        self._nccl = "nccl" in str(dist.get_backend()).lower()
+        _start_profiler(cuda=self._nccl)
         self._t0 = time.time_ns()
         return self
 
     def __exit__(self, *exc) -> None:
         self._t1 = time.time_ns()
+        if self._nccl:
+            import torch
+
+            torch.cuda.synchronize()      # every kernel launched in the block has ended, so the profile has it
+            major, minor = torch.cuda.get_device_capability()
+            self._sm = 10 * major + minor
         self._profile = _stop_profiler()
         import torch.distributed as dist
         from torch.distributed.distributed_c10d import _world
@@ -258,6 +311,8 @@ class Recorder:
             import torch
 
             dump = pickle.loads(torch._C._distributed_c10d._dump_fr_trace())
+            if self._nccl:
+                self._gpu = _gpu_events(self._profile)
             self._events, self._profile = _events(self._profile), None
             self._result = _build(self, dump.get("entries", []))
         return self._result
@@ -314,6 +369,46 @@ def _match_runs(entries: list[dict], runs: list[tuple]) -> dict[int, tuple[int, 
     return out
 
 
+def _nccl_kernels(entries: list[dict], gpu, sm: int | None = None) -> tuple[dict, list[tuple]]:
+    """On NCCL: record_id -> the kernel columns of each flight-recorder entry whose ``nccl:<op>`` scope
+    launched kernels (:func:`labcore.live.kineto.collective_row`), and the compute kernels as events.
+
+    Entries and scopes of one profiling name are paired in issue order when they are as many, else
+    each entry with the scope around its creation time (c10d records the entry inside the scope)."""
+    from labcore.live import kineto
+
+    found, _ = kineto.match_kernels(gpu)
+    launched = {c["scope"][:3]: c["kernels"] for c in found if c["scope"][3].startswith("nccl:")}
+    compute = kineto._merge([(k[0], k[1]) for k in gpu.compute])
+    scopes: dict[str, list] = {}
+    for sc in sorted(gpu.scopes):
+        scopes.setdefault(sc[3], []).append(sc)
+    mine: dict[str, list] = {}
+    for e in sorted(entries, key=lambda e: e["time_created_ns"]):
+        mine.setdefault(e["profiling_name"], []).append(e)
+    out = {}
+    for name, es in mine.items():
+        ss = scopes.get(name, [])
+        pairs = list(zip(es, ss)) if len(ss) == len(es) else _pair_by_time(es, ss)
+        for e, sc in pairs:
+            ks = launched.get(sc[:3])
+            if ks:
+                op, peer = _op_name(name)
+                out[e["record_id"]] = kineto.collective_row(op, peer, ks, compute, sm)
+    return out, [(k[3].split("(", 1)[0], None, k[0], k[1], [], []) for k in gpu.compute]
+
+
+def _pair_by_time(entries: list[dict], scopes: list[tuple]) -> list[tuple]:
+    """Each entry with the first free scope whose span holds its creation time."""
+    pairs, free = [], list(scopes)
+    for e in entries:
+        sc = next((sc for sc in free if sc[0] <= e["time_created_ns"] <= sc[1]), None)
+        if sc is not None:
+            free.remove(sc)
+            pairs.append((e, sc))
+    return pairs
+
+
 def _step_of(t_ns: float, steps: list[tuple[int, int]]) -> int:
     if not steps:
         return 0
@@ -339,7 +434,9 @@ def _build(rec: Recorder, entries: list[dict]) -> "Recording":
                            f"{len(entries)} collectives and newer ones replaced the start of it; call "
                            "rec.recording() right after the recorded block, or raise TORCH_FR_BUFFER_SIZE")
     timed = _match_runs(mine, runs)
-    compute = [e for e in rec._events if not e[0].startswith("gloo:")]
+    kernels, gpu_compute = _nccl_kernels(mine, rec._gpu, rec._sm) if rec._gpu is not None else ({}, [])
+    # the backends' own scopes (gloo's work items, NCCL's enqueue) are communication, not compute
+    compute = [e for e in rec._events if not e[0].startswith(("gloo:", "nccl:"))] + gpu_compute
     # what the rank did besides communicating: compute scopes (not waits) and issuing collectives
     busy = [e[2] for e in compute if "wait" not in e[0].lower()]
     activity = np.sort(np.array(busy + [e["time_created_ns"] for e in mine], dtype=np.int64))
@@ -347,18 +444,23 @@ def _build(rec: Recorder, entries: list[dict]) -> "Recording":
     for e in mine:
         api, via, user = _frames(e.get("frames", []), torch_dir)
         backend_op = e["profiling_name"]
-        op = _API_OP.get(api, backend_op.split(":", 1)[-1])
+        named, peer = _op_name(backend_op)
+        op = _API_OP.get(api) or named
         ib, ob = _nbytes(e["input_sizes"], e["input_dtypes"]), _nbytes(e["output_sizes"], e["output_dtypes"])
         start, end = timed.get(e["record_id"], (None, None))
-        if start is None and e.get("time_discovered_started_ns"):      # NCCL with timing on
+        gpu = kernels.get(e["record_id"])
+        if gpu is not None:                                              # NCCL: its kernels' GPU times
+            start, end = gpu.pop("start_ns"), gpu.pop("end_ns")
+        elif start is None and e.get("time_discovered_started_ns"):     # a collective NCCL ran without a kernel
             start = e["time_discovered_started_ns"]
             if e.get("duration_ms") is not None:
                 end = start + e["duration_ms"] * 1e6
         group = e["process_group"][0]
         ranks = rec._groups.get(group, ())
         rows.append(_row(rec, steps, op, ib, ob, (e["input_dtypes"] or e["output_dtypes"] or [""])[0], group,
-                         ranks, len(ranks) or rec._world, int(e["collective_seq_id"]), e["time_created_ns"],
-                         start, end, activity, user, via or api, backend_op))
+                         ranks, len(ranks) or rec._world, -1 if op in ("send", "recv") else int(e["collective_seq_id"]),
+                         e["time_created_ns"], start, end, activity, user, via or api, backend_op,
+                         gpu or dict(_NO_KERNEL, peer=peer)))
     for name, _thread, start, end, shapes, dtypes in rec._events:
         if name.startswith("gloo:") and name[5:] in _P2P and t0 <= start <= t1:
             # gloo's flight recorder skips send/recv: bytes from the profiler's shapes, no group or frame
@@ -377,16 +479,19 @@ def _build(rec: Recorder, entries: list[dict]) -> "Recording":
 
 
 def _row(rec, steps, op, in_bytes, out_bytes, dtype, group, ranks, group_size, seq, created, start, end, activity,
-         user, via, backend_op):
-    overlapped = None
-    if end is not None:
+         user, via, backend_op, kernel=_NO_KERNEL):
+    """One frame row; ``kernel`` holds the kernel columns (and, on NCCL, ``overlapped`` from the GPU)."""
+    kernel = dict(kernel)
+    overlapped = kernel.pop("overlapped", None)
+    if overlapped is None and end is not None:
         # did the rank do anything (compute, issue another collective) while this one was in flight?
         i = np.searchsorted(activity, created, side="right")
         overlapped = bool(i < activity.size and activity[i] < end)
     row = dict(rank=rec._rank, step=_step_of(created, steps), op=op, bytes=_size(op, in_bytes, out_bytes),
                in_bytes=in_bytes, out_bytes=out_bytes, dtype=dtype.lower(), group=group, group_ranks=tuple(ranks),
                group_size=group_size, seq=seq, overlapped=overlapped, frame=user, via=via, backend_op=backend_op,
-               issued_ns=created, start_ns=np.nan if start is None else start, end_ns=np.nan if end is None else end)
+               issued_ns=created, start_ns=np.nan if start is None else start, end_ns=np.nan if end is None else end,
+               **kernel)
     return [row[c] for c in _ROW]
 
 
@@ -401,8 +506,11 @@ class Recording:
     frame : pandas DataFrame, one row per collective per rank (columns in the module docstring).
     scopes : the compute the profiler saw (rank, step, name, start_s, end_s): autograd nodes and
         framework scopes such as ``DistributedDataParallel.forward`` or ``Optimizer.step#SGD.step``.
-    steps : rank, step, start_s, end_s of every marked step.
+    steps : rank, step, start_s, end_s of every marked step (a profiler trace's also ``label``,
+        its ``ProfilerStep#N``).
     ranks : which ranks are in it.
+    notes : what a reader of a real job's trace left out or assumed (:func:`labcore.live.read_trace`).
+    machine : the machine a trace says it ran on (GPU, compute capability, GPUs seen, nodes, NCCL).
 
     Example
     -------
@@ -419,6 +527,8 @@ class Recording:
     ranks: tuple = ()
     origin_ns: int = 0
     _windows: dict = field(default_factory=dict, repr=False)
+    notes: list = field(default_factory=list)
+    machine: dict = field(default_factory=dict)
 
     @classmethod
     def _from_rank(cls, name, rank, world, backend, t0, t1, frame, scopes, steps) -> "Recording":
@@ -471,11 +581,106 @@ class Recording:
                                    time_us=("time_us", "sum"))
         return out if len(out) else pd.DataFrame(columns=["calls", "bytes", "sent_bytes", "time_us"])
 
+    def bandwidth(self, rank: int | None = None):
+        """:meth:`collectives` of one rank with each one's ``algbw_gbs`` (bytes / time) and ``busbw_gbs``
+        (algbw x nccl-tests' factor for its op and group size), GB = 1e9 bytes, as nccl-tests counts.
+
+        Example
+        -------
+        >>> rec.bandwidth()[["op", "bytes", "time_us", "busbw_gbs"]]      # doctest: +SKIP
+        """
+        rows = self.collectives(rank)
+        algbw = rows["bytes"] / rows["time_us"].where(rows["time_us"] > 0) / 1e3
+        factor = [_busbw_factor(op, n) for op, n in zip(rows["op"], rows["group_size"])]
+        return rows.assign(algbw_gbs=algbw, busbw_gbs=algbw * factor)
+
+    def exposed(self, by: str = "step"):
+        """Per rank and step (``by="rank"``: per rank, all steps at once), how much communication ran
+        with no compute beside it, in us.
+
+        ``comm_us`` is the time any collective ran (their union, start to end), ``hidden_us`` the
+        part of it during which a compute scope also ran (on a trace, a compute kernel on the GPU),
+        ``exposed_us`` the rest: communication nothing hid. ``exposed_share`` = exposed / comm.
+        (HolisticTraceAnalysis's ``get_comm_comp_overlap`` is hidden / comm over the whole trace.)
+
+        Example
+        -------
+        >>> rec.exposed()                     # doctest: +SKIP
+        """
+        import pandas as pd
+
+        if by not in ("step", "rank"):
+            raise ValueError(f"by must be 'step' or 'rank', not {by!r}")
+        keys = ["rank", "step"] if by == "step" else ["rank"]
+        f, sc = self.frame, self.scopes
+        scopes = dict(list(sc.groupby(keys)))
+        rows = []
+        for key, g in f[f["start_ns"].notna() & f["end_ns"].notna()].groupby(keys):
+            comm, busy = _comm_and_busy(g, scopes.get(key, sc.iloc[:0]))
+            total, hidden = _length(comm), _length(_intersect(comm, busy))
+            rows.append(dict(zip(keys, key if by == "step" else (key[0] if isinstance(key, tuple) else key,))) | dict(
+                comm_us=total / 1e3, hidden_us=hidden / 1e3, exposed_us=(total - hidden) / 1e3,
+                exposed_share=(total - hidden) / total if total else 0.0))
+        return pd.DataFrame(rows, columns=keys + ["comm_us", "hidden_us", "exposed_us", "exposed_share"])
+
+    def exposed_spans(self, rank: int, step: int) -> list[tuple[float, float]]:
+        """The spans (start_s, end_s) of one rank's step when communication ran with no compute beside it."""
+        f, sc = self.frame, self.scopes
+        g = f[(f["rank"] == rank) & (f["step"] == step) & f["start_ns"].notna() & f["end_ns"].notna()]
+        comm, busy = _comm_and_busy(g, sc[(sc["rank"] == rank) & (sc["step"] == step)])
+        hidden = _intersect(comm, busy)
+        out, j = [], 0
+        for a, b in comm:             # comm minus hidden: hidden spans lie inside comm's, in order
+            while j < len(hidden) and hidden[j][1] <= b:
+                if hidden[j][0] > a:
+                    out.append((a, hidden[j][0]))
+                a = hidden[j][1]
+                j += 1
+            if b > a:
+                out.append((a, b))
+        return [((a - self.origin_ns) / 1e9, (b - self.origin_ns) / 1e9) for a, b in out]
+
     def __repr__(self) -> str:
         ops = self.collectives()["op"].value_counts()
         listing = ", ".join(f"{op} {n}" for op, n in ops.items()) or "no collectives"
         return (f"<Recording {self.name!r}: ranks {list(self.ranks)} of {self.world_size}, {self.backend}, "
                 f"{self.n_steps} step(s); per rank: {listing}>")
+
+
+def _comm_and_busy(rows, scopes) -> tuple[list, list]:
+    """Unions (ns) of the collectives' spans and of the compute scopes (waits left out)."""
+    comm = _union(zip(rows["start_ns"], rows["end_ns"]))
+    busy = _union((a, b) for a, b, n in zip(scopes["start_ns"], scopes["end_ns"], scopes["name"])
+                  if "wait" not in n.lower())
+    return comm, busy
+
+
+def _union(spans) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        elif b > a:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _intersect(x: list, y: list) -> list[tuple[float, float]]:
+    """Intersection of two unions of disjoint sorted spans (one merge pass)."""
+    out, i, j = [], 0, 0
+    while i < len(x) and j < len(y):
+        a, b = max(x[i][0], y[j][0]), min(x[i][1], y[j][1])
+        if a < b:
+            out.append((a, b))
+        if x[i][1] < y[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _length(spans) -> float:
+    return float(sum(b - a for a, b in spans))
 
 
 def _busbw_factor(op: str, n: int) -> float:
@@ -524,6 +729,8 @@ def combine(recordings) -> Recording:
                     tuple(ranks), origin, {k: v for r in recs for k, v in r._windows.items()})
     out = out._rebase(origin)
     out.frame = out.frame.sort_values(["issued_ns", "rank"], kind="stable").reset_index(drop=True)
+    out.notes = [n for r in recs for n in r.notes]
+    out.machine = next((r.machine for r in recs if r.machine), {})
     return out
 
 

@@ -6,6 +6,10 @@ panels, so a bucket's all-reduce can be followed from the recording to each pred
 Compute keeps its recorded length in every panel (unless the replay scaled it), so what
 changes is how much communication shows beside it.
 
+A real job's trace (:func:`labcore.live.read_trace`) draws the same way: compute is its GPU's
+compute kernels, each collective its NCCL kernels (the hover names NCCL's algorithm, protocol
+and channels), and ``exposed=True`` adds a lane with the communication no compute ran beside.
+
 Example
 -------
 >>> fig = step_timeline(recording, [lc.sim.replay(recording, "nvswitch8")], step=1)  # doctest: +SKIP
@@ -20,6 +24,8 @@ from labcore.viz.style import CHUNK_COLORS, TEMPLATE, format_bytes
 __all__ = ["step_timeline", "replay_slider"]
 
 _COMPUTE = "#9aa0a6"
+_EXPOSED = "#d62728"
+_EXPOSED_LANE = "exposed communication"
 _OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "send", "recv",
         "barrier", "scatter", "gather")
 
@@ -27,11 +33,40 @@ _OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "al
 def _colour(name: str) -> str:
     if name == "compute":
         return _COMPUTE
+    if name == _EXPOSED_LANE:
+        return _EXPOSED
     return CHUNK_COLORS[_OPS.index(name) % len(CHUNK_COLORS)] if name in _OPS else CHUNK_COLORS[-1]
 
 
+def _kernel_notes(recording, rank: int, step: int, start: float) -> dict:
+    """{rounded start in the step: "Ring/Simple, 24 channels"} for the rows NCCL kernels ran."""
+    f = recording.frame
+    if "algorithm" not in f:
+        return {}
+    rows = f[(f["rank"] == rank) & (f["step"] == step) & (f["kernel"] != "")]
+    return {round(a - start, 9): f"{alg or '?'}/{proto or '?'}, {ch} channels"
+            for a, alg, proto, ch in zip(rows["start_s"], rows["algorithm"], rows["protocol"], rows["channels"])}
+
+
+def _recorded_panel(recording, rank: int, step: int, exposed: bool):
+    """The recorded step's timeline rows, with an exposed-communication lane, and its kernel notes."""
+    import pandas as pd
+
+    from labcore.sim.replays import recorded_timeline
+
+    t = recorded_timeline(recording, rank, step)
+    s = recording.steps
+    start = float(s[(s["rank"] == rank) & (s["step"] == step)]["start_s"].iloc[0])
+    if exposed:
+        spans = recording.exposed_spans(rank, step)
+        t = pd.concat([t, pd.DataFrame([dict(rank=rank, step=step, lane=_EXPOSED_LANE, name=_EXPOSED_LANE,
+                                             start_s=a - start, end_s=b - start) for a, b in spans])],
+                      ignore_index=True)
+    return t, _kernel_notes(recording, rank, step, start)
+
+
 def step_timeline(recording, replays=(), rank: int | None = None, step: int | None = None,
-                  title: str | None = None, shared_x: bool = True) -> go.Figure:
+                  title: str | None = None, shared_x: bool = True, exposed: bool = False) -> go.Figure:
     """Recorded step of ``rank`` beside its replay on each of ``replays``.
 
     Parameters
@@ -43,13 +78,13 @@ def step_timeline(recording, replays=(), rank: int | None = None, step: int | No
     title : figure title.
     shared_x : one time axis for all panels (compute keeps its length, so what moves is the
         communication); False gives each panel its own, for predictions much shorter than the recording.
+    exposed : add a lane to the recorded panel with the spans where communication ran and no
+        compute did (:meth:`labcore.live.recorder.Recording.exposed_spans`).
     """
-    from labcore.sim.replays import recorded_timeline
-
     rank = min(recording.ranks) if rank is None else rank
     step = recording.n_steps - 1 if step is None else step
-    panels = [(f"recorded: {recording.world_size} ranks, {recording.backend}",
-               recorded_timeline(recording, rank, step))]
+    recorded, notes = _recorded_panel(recording, rank, step, exposed)
+    panels = [(f"recorded: {recording.world_size} ranks, {recording.backend}", recorded)]
     for r in replays:
         t = r.timeline
         panels.append((f"replayed: {r.label}", t[(t["rank"] == rank) & (t["step"] == step)]))
@@ -57,10 +92,13 @@ def step_timeline(recording, replays=(), rank: int | None = None, step: int | No
                         subplot_titles=[p[0] for p in panels])
     shown = set()
     for row, (_, t) in enumerate(panels, start=1):
-        lanes = ["compute"] + sorted(set(t["lane"]) - {"compute"}) if len(t) else ["compute"]
+        lanes = ["compute"] + sorted(set(t["lane"]) - {"compute", _EXPOSED_LANE}) if len(t) else ["compute"]
+        lanes += [_EXPOSED_LANE] if _EXPOSED_LANE in set(t["lane"]) else []
+        kernel = notes if row == 1 else {}
         for name, g in t.groupby("name", sort=False):
             size = g["bytes"] if "bytes" in g else [None] * len(g)
             hover = [f"{name}" + (f", {format_bytes(b)}" if b == b and b is not None else "")
+                     + (f", {kernel[round(s, 9)]}" if round(s, 9) in kernel else "")
                      + f"<br>{(e - s) * 1e6:,.1f} us" for s, e, b in zip(g["start_s"], g["end_s"], size)]
             fig.add_trace(go.Bar(y=g["lane"], x=(g["end_s"] - g["start_s"]) * 1e3, base=g["start_s"] * 1e3,
                                  orientation="h", name=name, legendgroup=name, showlegend=name not in shown,
