@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from labcore.collectives import COLLECTIVES
 from labcore.sim import topologies
 from labcore.sim.schedules import ALGORITHMS
 from labcore.sim.topology import Graph, Topology
@@ -53,16 +54,18 @@ __all__ = ["replay", "Replay", "recorded_timeline", "nccl_algorithm", "TUNER_MAC
 TUNER_MACHINE = {"nvswitch8": "nvswitch8", "multinode": "multinode", "pcie8": "pcie8"}
 # Link kinds that identify the real-machine presets when a topology object is passed.
 _KIND_MACHINE = (("nic", "multinode"), ("nvls", "nvswitch8"), ("pcie", "pcie8"))
-# Without a tuner (uniform, calibrated...): the bandwidth-optimal algorithm of each op.
-_DEFAULT = {"all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring", "broadcast": "chain",
-            "all_to_all": "pairwise", "reduce": "binomial"}
-# NCCL runs these ops as rings; the simulator's ring-family schedule for each
-_RING = {"all_gather": "ring", "reduce_scatter": "ring", "broadcast": "chain"}
-_NO_SCHEDULE = {"send": "point-to-point: the simulator has no send/recv schedule",
-                "recv": "point-to-point: the simulator has no send/recv schedule",
-                "barrier": "a barrier carries no data; the simulator has no barrier",
-                "scatter": "the simulator has no scatter schedule",
-                "gather": "the simulator has no gather schedule"}
+
+
+def _no_schedule(op: str) -> str | None:
+    """Why the simulator cannot play ``op`` (None: it can)."""
+    spec = COLLECTIVES.get(op)
+    if spec is not None and spec.sim:
+        return None
+    if spec is not None and spec.point_to_point:
+        return "point-to-point: the simulator has no send/recv schedule"
+    if spec is not None and spec.busbw == "0":
+        return f"a {op} carries no data; the simulator has no {op}"
+    return f"the simulator has no {op} schedule"
 
 
 _COLLECTIVE_COLUMNS = ["step", "op", "bytes", "group", "seq", "ranks", "nodes", "algorithm", "nccl", "protocol",
@@ -89,7 +92,7 @@ def nccl_algorithm(op: str, nbytes: float, ranks: int, nodes: int, machine: str,
     from labcore.sim import tuner
 
     choice = tuner.predict(op, int(nbytes), tuner.MACHINES[machine].with_ranks(ranks, nodes))
-    algorithm = tuner.SIM_ALGORITHM.get(choice.algorithm) if op == "all_reduce" else _RING.get(op)
+    algorithm = tuner.SIM_ALGORITHM.get(choice.algorithm) if op == "all_reduce" else COLLECTIVES[op].ring
     if algorithm is None:
         return None, (f"NCCL's tuner picks {choice.name} for {op}, which the simulator lacks; name one with "
                       f"algorithm={{'{op}': '{sorted(ALGORITHMS.get(op, {'?': 0}))[0]}'}}"), choice.protocol
@@ -243,9 +246,9 @@ def _choose(op, nbytes, n, nodes, algorithm, machine, in_switch):
     named = algorithm.get(op, "auto") if isinstance(algorithm, dict) else algorithm
     if named != "auto" and named in ALGORITHMS.get(op, {}):
         return named, "named", "auto"
-    if machine is not None and op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"):
+    if machine is not None and COLLECTIVES[op].nccl:
         return nccl_algorithm(op, nbytes, n, nodes, machine, in_switch)
-    return _DEFAULT[op], "default", "auto"
+    return COLLECTIVES[op].sim, "default", "auto"
 
 
 def _check_recording(recording, world_size, topo, placement):
@@ -399,8 +402,8 @@ def _predict_all(frame, W, size, place, topo, machine, algorithm):
         times = np.array([cols["time_us"][j] for j in idx], dtype=float)
         recorded_us = float(np.nanmedian(times)) if np.isfinite(times).any() else np.nan
         algo, label, predicted, status = None, "", None, "simulated"
-        if op in _NO_SCHEDULE or op not in ALGORITHMS:
-            status = "not simulated: " + _NO_SCHEDULE.get(op, f"the simulator has no {op} schedule")
+        if _no_schedule(op):
+            status = "not simulated: " + _no_schedule(op)
         elif len(ranks) == 1:
             algo, label, predicted = "-", "1 rank: nothing to send", 0.0
         else:
