@@ -22,7 +22,9 @@ import numbers
 
 import numpy as np
 
-from labcore.sim import cost, engine, presets_scale, topologies, tuner
+from labcore.sim import cost, engine, topologies, tuner
+from labcore.sim import presets, scaleout
+from labcore.sim import presets_scale  # noqa: F401 (deprecated names, kept one release; not in __all__)
 from labcore.sim.calibration import Calibration, calibrate
 from labcore.sim.collectives import REDUCE_OPS
 from labcore.sim.ddp_step import DDPStep, ddp_buckets, predict_ddp_step, steps_table
@@ -56,7 +58,8 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
     ranks : number of ranks (any number from 1).
     nbytes : message size S in bytes, as nccl-tests reports it for ``op``.
     topology : a topology from :mod:`labcore.sim.topologies`, or a preset name such as
-        ``"nvswitch8"``; default ``uniform(ranks)`` (1 us, 10 GB/s per link).
+        ``"nvswitch8"`` or ``"dgx_h100_ib"`` (:mod:`labcore.sim.presets`, built for ``ranks``);
+        default ``uniform(ranks)`` (1 us, 10 GB/s per link).
     reduce_op : "sum", "max", "min" or "prod".
     values : move real numbers (needed by ``verify()``); False times only, for big runs.
     contention : transfers that share a link share its bandwidth.
@@ -83,7 +86,7 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
     if topology is None:
         topo = topologies.uniform(ranks)
     elif isinstance(topology, str):
-        topo = topologies.preset(topology, ranks)
+        topo = presets.build(topology, ranks)
     else:
         topo = topology
     if topo.ranks != ranks:
@@ -212,6 +215,6 @@ def _options(op, algo, ranks, nbytes, topo, view, given) -> dict:
 
 
 __all__ = ["simulate", "run", "build", "ALGORITHMS", "NCCL_ALGORITHMS", "Schedule", "Transfer", "Layout", "Trace",
-           "ScheduleError", "topologies", "presets_scale", "cost", "tuner", "calibrate", "Calibration", "sweep", "replay", "Replay",
+           "ScheduleError", "topologies", "presets", "scaleout", "cost", "tuner", "calibrate", "Calibration", "sweep", "replay", "Replay",
            "DDPStep", "ddp_buckets", "predict_ddp_step", "steps_table", "EXAMPLE_PRICES", "GpuPrice", "compute_seconds",
            "cost_table", "step_cost"]

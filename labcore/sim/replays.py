@@ -26,6 +26,10 @@ parameters do not shrink as ranks are added); collectives on sub-groups keep the
 ``placement`` puts rank r on topology rank ``placement[r]`` (e.g. a tensor-parallel pair on one
 node, ``[0, 1]``, or across two, ``[0, 8]`` on ``multinode``).
 
+NCCL's tuner picks the algorithms on a preset it has a machine for (:mod:`labcore.sim.presets`);
+elsewhere (a textbook machine, a fitted one, a preset whose NCCL graphs are not known) the
+collectives run the simulator's default algorithm of each op and ``notes`` says why.
+
 Collectives the simulator has no schedule for (send/recv, barrier, scatter, gather, a reduce
 NCCL would run as a ring) are listed with ``status`` "not simulated: ..." and their recorded
 time in ``not_simulated_us``; they are never dropped silently, and left out of the totals.
@@ -44,16 +48,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from labcore.collectives import COLLECTIVES
-from labcore.sim import topologies
+from labcore.sim import presets, topologies
 from labcore.sim.schedules import ALGORITHMS
-from labcore.sim.topology import Graph, Topology
+from labcore.sim.topology import Topology
 
-__all__ = ["replay", "Replay", "recorded_timeline", "nccl_algorithm", "TUNER_MACHINE"]
-
-# Preset names whose machine NCCL's tuner models (labcore.sim.tuner.MACHINES).
-TUNER_MACHINE = {"nvswitch8": "nvswitch8", "multinode": "multinode", "pcie8": "pcie8"}
-# Link kinds that identify the real-machine presets when a topology object is passed.
-_KIND_MACHINE = (("nic", "multinode"), ("nvls", "nvswitch8"), ("pcie", "pcie8"))
+__all__ = ["replay", "Replay", "recorded_timeline", "nccl_algorithm"]
 
 
 def _no_schedule(op: str) -> str | None:
@@ -72,13 +71,13 @@ _COLLECTIVE_COLUMNS = ["step", "op", "bytes", "group", "seq", "ranks", "nodes", 
                        "predicted_us", "recorded_us", "status"]
 
 
-def nccl_algorithm(op: str, nbytes: float, ranks: int, nodes: int, machine: str,
+def nccl_algorithm(op: str, nbytes: float, ranks: int, nodes: int, machine,
                    in_switch: bool = True) -> tuple[str | None, str, str]:
     """What NCCL's tuner picks, as the simulator plays it: (simulator algorithm, NCCL's name for
     the pick, its protocol).
 
-    ``machine`` names a :data:`labcore.sim.tuner.MACHINES` entry, resized to ``ranks`` GPUs on
-    ``nodes`` nodes. All-reduce algorithms map through ``tuner.SIM_ALGORITHM``; the other ops
+    ``machine`` is a :class:`labcore.sim.tuner.Machine` or the name of a
+    :data:`labcore.sim.tuner.MACHINES` entry, resized to ``ranks`` GPUs on ``nodes`` nodes. All-reduce algorithms map through ``tuner.SIM_ALGORITHM``; the other ops
     run as rings. Where the simulator stands in for NCCL's pick (NVLS without a reducing switch
     in the topology, ``in_switch=False``, or PAT), the name says so. The algorithm is None when
     the simulator has no schedule (NCCL reduces with a ring, the simulator only with a binomial
@@ -91,7 +90,8 @@ def nccl_algorithm(op: str, nbytes: float, ranks: int, nodes: int, machine: str,
     """
     from labcore.sim import tuner
 
-    choice = tuner.predict(op, int(nbytes), tuner.MACHINES[machine].with_ranks(ranks, nodes))
+    machine = tuner.MACHINES[machine] if isinstance(machine, str) else machine
+    choice = tuner.predict(op, int(nbytes), machine.with_ranks(ranks, nodes))
     algorithm = tuner.SIM_ALGORITHM.get(choice.algorithm) if op == "all_reduce" else COLLECTIVES[op].ring
     if algorithm is None:
         return None, (f"NCCL's tuner picks {choice.name} for {op}, which the simulator lacks; name one with "
@@ -109,7 +109,7 @@ class _Placed(Topology):
     channels, with routes, nodes and rings restricted to those ranks (switches kept)."""
 
     _SHARED = ("name", "bandwidth", "latency", "launch_s", "notes", "ports", "channels", "channel_bytes", "issue_s",
-               "protocols", "protocol", "link_kind", "latency_model", "step_s")
+               "protocols", "protocol", "link_kind", "latency_model", "step_s", "preset")
 
     def __init__(self, base: Topology, ranks: list[int]):
         for attr in self._SHARED:
@@ -202,24 +202,23 @@ class Replay:
 
 
 def _resolve_topology(topology, world_size: int | None, recorded: int):
-    """(topology object, tuner machine name or None, label)."""
+    """(topology object, tuner machine or None, label, note: why NCCL's tuner does not pick, or "")."""
     if isinstance(topology, str):
-        if topology not in topologies.PRESETS:
-            raise ValueError(f"unknown topology {topology!r}; choose one of {', '.join(topologies.PRESETS)} "
-                             "or pass a topology object")
-        topo = topologies.preset(topology, world_size) if world_size else topologies.preset(topology)
-        return topo, TUNER_MACHINE.get(topology), topology
-    if hasattr(topology, "params") and hasattr(topology, "fits"):           # a Calibration
+        topo = presets.build(topology, world_size)
+        label = topology
+    elif hasattr(topology, "params") and hasattr(topology, "fits"):           # a Calibration
         ranks = world_size or recorded
-        return topologies.calibrated(topology, ranks), None, f"calibrated ({ranks} ranks)"
-    if not isinstance(topology, Topology):
+        return topologies.calibrated(topology, ranks), None, f"calibrated ({ranks} ranks)", \
+            "a machine fitted to measurements has no NCCL tuner machine: collectives run the simulator's defaults"
+    elif not isinstance(topology, Topology):
         raise TypeError(f"topology must be a preset name, a labcore.sim topology or a Calibration, not "
                         f"{type(topology).__name__}")
-    machine = None
-    if isinstance(topology, Graph):
-        kinds = {link.kind for link in topology.links}
-        machine = next((m for kind, m in _KIND_MACHINE if kind in kinds), None)
-    return topology, machine, topology.name
+    else:
+        topo, label = topology, topology.name
+    try:
+        return topo, presets.tuner_for(topo), label, ""
+    except presets.NoTuner as why:
+        return topo, None, label, f"{why}; collectives run the simulator's default algorithms"
 
 
 def _check_algorithm(algorithm, ops: set[str]):
@@ -320,11 +319,12 @@ def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | 
     Parameters
     ----------
     recording : a :class:`labcore.live.recorder.Recording` (all ranks, ``lc.live.combine``).
-    topology : a preset name (``"nvswitch8"``, ``"multinode"``, ``"pcie8"``, ``"uniform"``, ...),
-        a topology from :mod:`labcore.sim.topologies`, or a :class:`labcore.sim.Calibration`.
-        A preset name is built for ``world_size`` ranks when given (nvswitch8 for 4 ranks is a
-        4-GPU NVSwitch node), else at its own size (8, 32 for multinode).
-    algorithm : "auto" (NCCL's tuner on the presets of real machines, the ring family on
+    topology : a preset name (any of :mod:`labcore.sim.presets`: ``"nvswitch8"``, ``"multinode"``,
+        ``"dgx_h100_ib"``, ``"uniform"``, ...), a topology (one built by ``presets.build`` keeps its
+        preset's tuner machine), or a :class:`labcore.sim.Calibration`. A preset name is built for
+        ``world_size`` ranks when given (nvswitch8 for 4 ranks is a 4-GPU NVSwitch node), else at
+        its own size (8; 32 for multinode, 16 for the other clusters).
+    algorithm : "auto" (NCCL's tuner on presets it has a machine for, the ring family on
         others), an algorithm name used for every op that has it, or ``{op: name}``.
     world_size : ranks to replay as (default: the topology's); larger than the recording's
         scales data parallelism (see the module docstring).
@@ -341,7 +341,8 @@ def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | 
     import pandas as pd
 
     world_size, placement, steps = _check_arguments(world_size, placement, steps, compute_scale)
-    topo, machine, label = _resolve_topology(topology, world_size, int(getattr(recording, "world_size", 0) or 0))
+    topo, machine, label, untuned = _resolve_topology(topology, world_size,
+                                                      int(getattr(recording, "world_size", 0) or 0))
     W, size, place = _check_recording(recording, world_size, topo, placement)
     frame, scopes, step_frame = recording.frame, recording.scopes, recording.steps
     if steps is not None:
@@ -375,6 +376,8 @@ def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | 
     notes = []
     if size != W:
         notes.append(f"scaled from {W} to {size} ranks: collectives over all ranks run over all {size}")
+    if untuned and (algorithm == "auto" or isinstance(algorithm, dict)):
+        notes.append(untuned)           # why NCCL's tuner picks nothing here
     return Replay(collectives, by_step, pd.DataFrame(timeline), label, size, algorithm, notes, tuple(place),
                   float(compute_scale))
 

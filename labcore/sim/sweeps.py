@@ -23,7 +23,7 @@ def sweep(op: str, algorithms: Iterable[str] | str, ranks: Iterable[int] | int, 
     ----------
     op : collective name.
     algorithms, ranks, sizes : one value or several each.
-    topology : a preset name (:data:`labcore.sim.topologies.PRESETS`) or a function ranks -> topology.
+    topology : a preset name (:mod:`labcore.sim.presets`) or a function ranks -> topology.
     contention : share links between the messages of a step.
     **options : passed to :func:`labcore.sim.simulate` (``protocol``) and every schedule (``pipeline``,
         ``gpus_per_node``, ``channels``, ``root``).
@@ -36,7 +36,7 @@ def sweep(op: str, algorithms: Iterable[str] | str, ranks: Iterable[int] | int, 
     """
     import pandas as pd
 
-    from labcore.sim import simulate, topologies
+    from labcore.sim import presets, simulate
 
     algorithms = [algorithms] if isinstance(algorithms, str) else list(algorithms)
     ranks = [ranks] if isinstance(ranks, numbers.Integral) else list(ranks)
@@ -47,7 +47,7 @@ def sweep(op: str, algorithms: Iterable[str] | str, ranks: Iterable[int] | int, 
     if not (isinstance(topology, str) or callable(topology)):
         raise TypeError(f"topology is a preset name such as 'nvswitch8' or a function ranks -> topology, "
                         f"not {type(topology).__name__}")
-    make = (lambda p: topologies.preset(topology, p)) if isinstance(topology, str) else topology
+    make = (lambda p: presets.build(topology, p)) if isinstance(topology, str) else topology
     rows = []
     for p in ranks:
         topo = make(p)

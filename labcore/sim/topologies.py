@@ -363,33 +363,27 @@ def calibrated(fit, ranks: int | None = None) -> Uniform:
     return topo
 
 
-def _per_node(ranks: int) -> int:
-    """GPUs per node for ``ranks`` GPUs: 8 when it divides, else the largest divisor below 8."""
-    return max(d for d in range(1, 9) if ranks % d == 0)
-
-
-PRESETS = {
-    "nvswitch8": lambda ranks=8: nvswitch(ranks),
-    "pcie8": lambda ranks=8: pcie(ranks),
-    "multinode": lambda ranks=32: multinode(ranks // _per_node(ranks), _per_node(ranks)),
-    "uniform": lambda ranks=8: uniform(ranks),
-    "switch": lambda ranks=8: switch(ranks),
-    "ring": lambda ranks=8: ring(ranks),
-}
-
-
 def preset(name: str, ranks: int | None = None) -> Topology:
-    """A topology by name: one of ``PRESETS`` (nvswitch8, pcie8, multinode, uniform, switch, ring).
+    """A preset's topology for ``ranks`` ranks (its default size when None), from the one registry:
+    ``labcore.sim.presets.build(name, ranks)``, which also takes nodes, GPUs and NICs per node.
 
     Example
     -------
     >>> preset("nvswitch8").ranks
     8
     """
-    if name not in PRESETS:
-        raise ValueError(f"unknown topology {name!r}; choose one of {', '.join(PRESETS)}")
-    return PRESETS[name]() if ranks is None else PRESETS[name](ranks)
+    from labcore.sim import presets
+
+    return presets.build(name, ranks)
 
 
-__all__ = ["uniform", "switch", "ring", "nvswitch", "pcie", "multinode", "calibrated", "preset", "PRESETS",
+def __getattr__(name: str):
+    if name == "PRESETS":           # the registry's, by name (imported late: the registry builds on this module)
+        from labcore.sim import presets
+
+        return presets.PRESETS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["uniform", "switch", "ring", "nvswitch", "pcie", "multinode", "calibrated", "preset",
            "Graph", "Link", "Uniform", "Topology"]

@@ -127,6 +127,7 @@ class Topology:
     link_kind: np.ndarray | None = None
     latency_model: str = "step"
     step_s: float = 0.0
+    preset: str | None = None      # the preset it was built from (labcore.sim.presets), which names its tuner
 
     @property
     def n_links(self) -> int:
