@@ -29,7 +29,7 @@ def timed(algorithm: str, nodes: int) -> dict:
     """First run incl. the topology, best of two more on it, and busbw, for a 1 GiB all-reduce."""
     sim.simulate("all_reduce", "ring", 8, 1 << 20).verify()            # import and warm numpy up
     t0 = time.perf_counter()
-    topo = presets.build("dgx_h100_ib", nodes=nodes)
+    topo = presets.topology("dgx_h100_ib", nodes=nodes)
     trace = sim.simulate("all_reduce", algorithm, topo.ranks, 1 << 30, topology=topo, values=False)
     first = time.perf_counter() - t0
     again = []

@@ -44,7 +44,7 @@ the tuner and the recorder; the bench's and the simulator's tests pick a new ent
 
 Example
 -------
->>> spec = get("all_gather")
+>>> spec = describe("all_gather")
 >>> spec.busbw_factor(4), spec.nccl, spec.sim, spec.program
 (0.75, 'AllGather', 'ring', 'all_gather_perf')
 >>> spec.counts(nbytes=1000, nranks=4, itemsize=4)      # 250 elements -> 60 per rank (16-byte multiple)
@@ -57,7 +57,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["Collective", "Counts", "COLLECTIVES", "get", "canonical", "names", "ALIGN_BYTES", "BUSBW",
+__all__ = ["Collective", "Counts", "COLLECTIVES", "describe", "canonical", "select", "ALIGN_BYTES", "BUSBW",
            "TORCH_NAMES", "NCCL_NAMES"]
 
 # nccl-tests rounds each rank's share of a split buffer down to this many bytes.
@@ -210,12 +210,12 @@ NCCL_NAMES = {c.name: c.nccl for c in _TABLE if c.nccl}
 """The lab's name -> NCCL's (``ncclFuncStr``), for what NCCL's tuner prices."""
 
 
-def names(**having) -> list[str]:
+def select(**having) -> list[str]:
     """Names of the collectives whose attributes equal ``having`` (all of them by default).
 
     Example
     -------
-    >>> names(rooted=True)
+    >>> select(rooted=True)
     ['broadcast', 'reduce', 'gather', 'scatter']
     """
     return [c.name for c in _TABLE if all(getattr(c, k) == v for k, v in having.items())]
@@ -230,6 +230,6 @@ def canonical(name: str) -> str:
     return _ALIASES[key]
 
 
-def get(name: str) -> Collective:
+def describe(name: str) -> Collective:
     """The :class:`Collective` called ``name`` (or one of its aliases)."""
     return COLLECTIVES[canonical(name)]

@@ -49,7 +49,7 @@ def test_nic_bytes_ring_2_n_minus_1_over_n_vs_in_network_one_s_each_way(nodes):
 
 def test_hierarchical_nic_bytes_fall_by_the_node_size():
     size, nodes, g = 1 << 20, 4, 8
-    t = sim.simulate("all_reduce", "hierarchical", nodes * g, size, topology=presets.build("dgx_h100_ib", nodes=nodes),
+    t = sim.simulate("all_reduce", "hierarchical", nodes * g, size, topology=presets.topology("dgx_h100_ib", nodes=nodes),
                      values=False)
     per_nic = scaleout.nic_bytes(t)
     assert len(per_nic) == nodes * g
@@ -58,7 +58,7 @@ def test_hierarchical_nic_bytes_fall_by_the_node_size():
 
 def test_collnet_across_nodes_sends_one_slice_up_and_down_per_nic():
     size, nodes, g = 1 << 20, 2, 8
-    plain, sharp = presets.build("dgx_h100_ib", nodes=nodes), presets.build("dgx_h100_ib", nodes=nodes, sharp=True)
+    plain, sharp = presets.topology("dgx_h100_ib", nodes=nodes), presets.topology("dgx_h100_ib", nodes=nodes, sharp=True)
     collnet = sim.simulate("all_reduce", "in_network", nodes * g, size, topology=sharp)
     ring = sim.simulate("all_reduce", "ring", nodes * g, size, topology=plain)
     collnet.verify(), ring.verify()
@@ -73,7 +73,7 @@ def test_collnet_across_nodes_sends_one_slice_up_and_down_per_nic():
 @pytest.mark.parametrize("nodes", [2, 8])
 def test_sharp_preset_beats_the_rings_but_stays_under_its_nvlink_ceiling(nodes):
     n, size = nodes * 8, 1 << 30
-    plain, sharp = presets.build("dgx_h100_ib", nodes=nodes), presets.build("dgx_h100_ib", nodes=nodes, sharp=True)
+    plain, sharp = presets.topology("dgx_h100_ib", nodes=nodes), presets.topology("dgx_h100_ib", nodes=nodes, sharp=True)
     ring = sim.simulate("all_reduce", "ring", n, size, topology=plain, values=False)
     collnet = sim.simulate("all_reduce", "in_network", n, size, topology=sharp, values=False)
     assert collnet.time_s >= collnet.lower_bound_s() and collnet.protocol == "Simple"
@@ -88,14 +88,14 @@ def test_sharp_preset_beats_the_rings_but_stays_under_its_nvlink_ceiling(nodes):
                                                     ("ib_8x200", 2, 0.1), ("roce_8x400", 2, 0.05),
                                                     ("tcp_100g", 2, 0.05)])
 def test_rings_on_each_preset_land_on_the_published_figure(name, nodes, tolerance):
-    topo = presets.build(name, nodes=nodes)
+    topo = presets.topology(name, nodes=nodes)
     ring = sim.simulate("all_reduce", "ring", topo.ranks, 8 << 30, topology=topo, values=False)
     assert ring.schedule.n_channels == 8
     assert abs(ring.busbw / topo.notes["published busbw GB/s"] - 1) < tolerance, ring.busbw
 
 
 def test_tcp_nodes_share_one_nic():
-    topo = presets.build("tcp_100g", nodes=2)
+    topo = presets.topology("tcp_100g", nodes=2)
     ring = sim.simulate("all_reduce", "ring", 16, 1 << 20, topology=topo)
     ring.verify()
     per_nic = scaleout.nic_bytes(ring)
@@ -114,15 +114,15 @@ def test_scale_sweep_measures_nic_throughput_from_the_routes():
 
 def test_presets_carry_sources_and_refuse_sharp_without_infiniband():
     for name in ("dgx_h100_ib", "ib_8x200", "roce_8x400", "tcp_100g"):
-        topo = presets.build(name, nodes=2)
+        topo = presets.topology(name, nodes=2)
         assert topo.ranks == 16 and "GTC24" in topo.notes["sources"]
         assert topo.notes["published busbw GB/s"] > 0
     with pytest.raises(ValueError, match="SHARP needs InfiniBand"):
-        presets.build("roce_8x400", nodes=2, sharp=True)
+        presets.topology("roce_8x400", nodes=2, sharp=True)
     with pytest.raises(ValueError, match="unknown topology 'dgx'"):
-        presets.build("dgx", nodes=2)
+        presets.topology("dgx", nodes=2)
     with pytest.raises(ValueError, match="nodes must be a whole number"):
-        presets.build("dgx_h100_ib", nodes=0)
+        presets.topology("dgx_h100_ib", nodes=0)
     with pytest.raises(ValueError, match="has no NICs"):
         scaleout.nic_bytes(sim.simulate("all_reduce", "ring", 8, 1024, topology=topologies.nvswitch(8)))
     with pytest.raises(ValueError, match="nics_per_node must divide"):

@@ -26,7 +26,7 @@ def test_the_simulator_plays_every_collective_with_a_default_algorithm_and_no_ot
     assert simc.COLLECTIVES == tuple(ALGORITHMS) == ("all_reduce", "reduce_scatter", "all_gather", "broadcast",
                                                      "reduce", "all_to_all")
     for name in simc.COLLECTIVES:
-        c = spec.get(name)
+        c = spec.describe(name)
         assert c.sim in ALGORITHMS[name] and (c.ring is None or c.ring in ALGORITHMS[name])
 
 
@@ -56,12 +56,12 @@ def test_the_bench_reads_names_layouts_factors_roots_and_least_ranks_from_the_de
     assert list(OPS) == list(NCCL_TESTS) and list(NAMES) == [*NCCL_TESTS, "barrier"]
     for name, (factor, split, rooted, least, program) in NCCL_TESTS.items():
         op = OPS[name]
-        assert op.spec is spec.get(name)
+        assert op.spec is spec.describe(name)
         assert (op.factor(4), op.split, op.rooted, op.min_ranks, nccl_tests_program(name)) == \
             (factor, split, rooted, least, program)
         assert canonical(program) == canonical(program.upper().replace("_", "-")) == name
         for n, item in ((4, 4), (3, 8), (8, 2)):
-            assert op.layout(1000, n, item) == spec.get(name).counts(1000, n, item)
+            assert op.layout(1000, n, item) == spec.describe(name).counts(1000, n, item)
     assert OPS["hypercube"].power_of_two and OPS["hypercube"].algbw_share(4) == 0.75
     assert [OPS[n].kind for n in ("all_reduce", "reduce_scatter", "reduce", "all_gather", "sendrecv")] == \
         ["reduce", "reduce", "reduce", "copy", "copy"]

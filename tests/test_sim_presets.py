@@ -19,7 +19,7 @@ CLUSTERS = presets.names("cluster")
 
 
 def _ranks(name):
-    return 16 if presets.get(name).kind == "cluster" else 8
+    return 16 if presets.entry(name).kind == "cluster" else 8
 
 
 def _recording(world_size=4):
@@ -47,14 +47,14 @@ def test_every_preset_simulates_by_name(name):
     t = sim.simulate("all_reduce", "ring", _ranks(name), 1 << 16, topology=name)
     t.verify()
     assert t.topology.ranks == _ranks(name) and t.time_s > 0
-    assert sim.sweep("all_reduce", "ring", _ranks(name), [1 << 10], topology=name)["time_us"].item() > 0
+    assert sim.simulate_sizes("all_reduce", "ring", _ranks(name), [1 << 10], topology=name)["time_us"].item() > 0
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_preset_replays_by_name_with_its_tuner_or_says_why_not(name):
     r = sim.replay(_recording(), name)
     assert (r.collectives["status"] == "simulated").all() and r.overlap_s > 0
-    p = presets.get(name)
+    p = presets.entry(name)
     if p.tuner:
         assert not any("tuner" in n for n in r.notes)
         assert (r.collectives["nccl"] != "default").all()                 # NCCL's tuner picked every one
@@ -66,8 +66,8 @@ def test_every_preset_replays_by_name_with_its_tuner_or_says_why_not(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_every_preset_predicts_a_ddp_step_by_name(name):
     step = predict_ddp_step(64 << 20, name, compute_s=0.01)
-    assert step.topology == name and step.ranks == presets.build(name).ranks and step.step_s >= 0.01
-    if presets.get(name).tuner:
+    assert step.topology == name and step.ranks == presets.topology(name).ranks and step.step_s >= 0.01
+    if presets.entry(name).tuner:
         assert predict_ddp_step(64 << 20, name, compute_s=0.01, timing="nccl").comm_s > 0
     else:
         with pytest.raises(presets.NoTuner, match=f"timing='nccl' needs NCCL's tuner, and NCCL's tuner has no "
@@ -80,10 +80,10 @@ def test_every_preset_runs_in_the_sim_cli(name, capsys):
     n = str(_ranks(name))
     assert sim_cli(["all_reduce", "-n", n, "--size", "1M", "--topology", name, "--no-values"]) == 0
     out = capsys.readouterr().out
-    assert f"on {presets.build(name, int(n)).name}" in out and "busbw" in out
+    assert f"on {presets.topology(name, int(n)).name}" in out and "busbw" in out
     code = sim_cli(["all_reduce", "--algo", "auto", "-n", n, "--size", "1M", "--topology", name, "--no-values"])
     out, err = capsys.readouterr()
-    if presets.get(name).tuner:
+    if presets.entry(name).tuner:
         assert code == 0 and "NCCL's tuner picks" in out
     else:                 # no other machine's tuner stands in: one line saying why
         assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
@@ -100,34 +100,34 @@ def test_the_command_line_takes_a_scale_out_preset():
 
 
 def test_defaults_and_shapes():
-    assert {n: (presets.build(n).ranks, presets.build(n).nodes) for n in NAMES} == {
+    assert {n: (presets.topology(n).ranks, presets.topology(n).nodes) for n in NAMES} == {
         "nvswitch8": (8, 1), "pcie8": (8, 1), "multinode": (32, 4), "dgx_h100_ib": (16, 2), "ib_8x200": (16, 2),
         "roce_8x400": (16, 2), "tcp_100g": (16, 2), "uniform": (8, 1), "switch": (8, 1), "ring": (8, 1)}
     for ranks, want in ((64, (8, 8)), (12, (2, 6)), (7, (1, 7)), (4, (1, 4))):
-        assert presets.get("dgx_h100_ib").shape(ranks) == want
-    t = presets.build("dgx_h100_ib", 8, gpus_per_node=4)           # 2 DGX H100 nodes running 4 GPUs each
+        assert presets.entry("dgx_h100_ib").shape(ranks) == want
+    t = presets.topology("dgx_h100_ib", 8, gpus_per_node=4)           # 2 DGX H100 nodes running 4 GPUs each
     assert (t.ranks, t.nodes, t.nics_per_node) == (8, 2, 4)
-    assert presets.build("tcp_100g", nodes=3).nics_per_node == 1
-    assert presets.build("uniform", 16, nodes=2).nodes == 2 and presets.build("uniform", 16).nodes == 1
-    assert presets.build("nvswitch8", 4).ranks == 4 and sim.topologies.preset("multinode", 16).nodes == 2
+    assert presets.topology("tcp_100g", nodes=3).nics_per_node == 1
+    assert presets.topology("uniform", 16, nodes=2).nodes == 2 and presets.topology("uniform", 16).nodes == 1
+    assert presets.topology("nvswitch8", 4).ranks == 4 and sim.topologies.preset("multinode", 16).nodes == 2
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: presets.build("nvswitch8", nodes=2), "nvswitch8 is one machine; for several nodes use dgx_h100_ib"),
-    (lambda: presets.build("pcie8", 16, nodes=2), "pcie8 is one machine"),
-    (lambda: presets.build("switch", 8, nodes=2), "switch is one machine; it is one switch"),
-    (lambda: presets.build("roce_8x400", sharp=True), "roce_8x400 has no SHARP: SHARP needs InfiniBand switches"),
-    (lambda: presets.build("tcp_100g", sharp=True), "tcp_100g has no SHARP"),
-    (lambda: presets.build("nvswitch8", sharp=True), "nvswitch8 has no SHARP: NVLink SHARP \\(NVLS\\) is built in"),
-    (lambda: presets.build("uniform", sharp=True), "its switch reduces already"),
-    (lambda: presets.build("nvswitch8", nics_per_node=8), "nvswitch8 has no NICs to count"),
-    (lambda: presets.build("dgx_h100_ib", 16, nodes=3), "16 GPUs do not split evenly over 3 nodes"),
-    (lambda: presets.build("dgx_h100_ib", 16, nodes=2, gpus_per_node=4), "give two of the three"),
-    (lambda: presets.build("dgx_h100_ib", 0), "ranks must be a whole number"),
-    (lambda: presets.build("dgx_h100_ib", nodes=2.5), "nodes must be a whole number"),
-    (lambda: presets.build("torus"), "unknown topology 'torus'; choose one of nvswitch8"),
-    (lambda: presets.get("uniform").tuner_machine(8), "NCCL's tuner has no machine for uniform: it is a textbook"),
-    (lambda: presets.get("dgx_h100_ib").tuner_machine(16, 2, sharp=True), "no CollNet graphs"),
+    (lambda: presets.topology("nvswitch8", nodes=2), "nvswitch8 is one machine; for several nodes use dgx_h100_ib"),
+    (lambda: presets.topology("pcie8", 16, nodes=2), "pcie8 is one machine"),
+    (lambda: presets.topology("switch", 8, nodes=2), "switch is one machine; it is one switch"),
+    (lambda: presets.topology("roce_8x400", sharp=True), "roce_8x400 has no SHARP: SHARP needs InfiniBand switches"),
+    (lambda: presets.topology("tcp_100g", sharp=True), "tcp_100g has no SHARP"),
+    (lambda: presets.topology("nvswitch8", sharp=True), "nvswitch8 has no SHARP: NVLink SHARP \\(NVLS\\) is built in"),
+    (lambda: presets.topology("uniform", sharp=True), "its switch reduces already"),
+    (lambda: presets.topology("nvswitch8", nics_per_node=8), "nvswitch8 has no NICs to count"),
+    (lambda: presets.topology("dgx_h100_ib", 16, nodes=3), "16 GPUs do not split evenly over 3 nodes"),
+    (lambda: presets.topology("dgx_h100_ib", 16, nodes=2, gpus_per_node=4), "give two of the three"),
+    (lambda: presets.topology("dgx_h100_ib", 0), "ranks must be a whole number"),
+    (lambda: presets.topology("dgx_h100_ib", nodes=2.5), "nodes must be a whole number"),
+    (lambda: presets.topology("torus"), "unknown topology 'torus'; choose one of nvswitch8"),
+    (lambda: presets.entry("uniform").tuner_machine(8), "NCCL's tuner has no machine for uniform: it is a textbook"),
+    (lambda: presets.entry("dgx_h100_ib").tuner_machine(16, 2, sharp=True), "no CollNet graphs"),
     (lambda: presets.tuner_for(sim.topologies.nvswitch(8)), "was built by hand"),
 ])
 def test_what_a_preset_cannot_do_is_one_line(call, message):
@@ -138,23 +138,23 @@ def test_what_a_preset_cannot_do_is_one_line(call, message):
 
 def test_each_preset_is_priced_by_its_own_tuner_machine():
     for name in NAMES:
-        p = presets.get(name)
-        t = presets.build(name)
+        p = presets.entry(name)
+        t = presets.topology(name)
         assert t.preset == name
         if p.tuner is None:
             assert p.no_tuner
             continue
         m = presets.tuner_for(t)
         assert m == tuner.MACHINES[p.tuner].with_ranks(t.ranks, t.nodes)
-    assert {n: presets.get(n).tuner for n in NAMES if presets.get(n).tuner} == {
+    assert {n: presets.entry(n).tuner for n in NAMES if presets.entry(n).tuner} == {
         "nvswitch8": "dgx_h100", "pcie8": "pcie_4090", "multinode": "dgx_h100_ib", "dgx_h100_ib": "dgx_h100_ib",
         "roce_8x400": "dgx_h100_ib"}
     # a replay on a topology object built from a preset uses that preset's tuner; one built by hand says why not
     rec = _recording()
-    assert sim.replay(rec, presets.build("dgx_h100_ib", nodes=2)).collectives["nccl"].iloc[0] != "default"
+    assert sim.replay(rec, presets.topology("dgx_h100_ib", nodes=2)).collectives["nccl"].iloc[0] != "default"
     by_hand = sim.replay(rec, sim.topologies.nvswitch(8))
     assert (by_hand.collectives["nccl"] == "default").all() and "built by hand" in by_hand.notes[-1]
-    sharp = sim.replay(rec, presets.build("dgx_h100_ib", nodes=2, sharp=True), algorithm={"all_gather": "ring"})
+    sharp = sim.replay(rec, presets.topology("dgx_h100_ib", nodes=2, sharp=True), algorithm={"all_gather": "ring"})
     assert "no CollNet graphs" in sharp.notes[-1]
 
 
@@ -167,14 +167,14 @@ def test_no_silent_fallback_to_another_machines_tuner(capsys):
 
 
 def test_the_registry_describes_every_preset():
-    table = presets.table()
+    table = presets.summary()
     assert list(table.index) == NAMES
     assert table.loc["dgx_h100_ib", "GB/s per NIC"] == pytest.approx(48.0)
     assert table.loc["tcp_100g", "NICs per node"] == 1 and table.loc["nvswitch8", "NVLS"]
     assert not table.loc[CLUSTERS, "NVLS"].any()              # NVLS is modelled on one node only
     assert set(table.loc[table["SHARP"]].index) == {"multinode", "dgx_h100_ib", "ib_8x200"}
     for name in NAMES:
-        p = presets.get(name)
+        p = presets.entry(name)
         assert p.sources and p.machine and (p.sharp or p.no_sharp) and (p.tuner or p.no_tuner)
         assert p.protocols == (("LL", "LL128", "Simple", "NVLS") if name == "nvswitch8" else
                                ("LL", "LL128", "Simple") if p.kind != "textbook" and name != "pcie8" else ())

@@ -197,7 +197,7 @@ def _run_hypercube(send, recv, ctx):
 
 
 def _op(name: str, run, expect, **bench) -> Op:
-    return Op(collectives.get(name), run, expect, **bench)
+    return Op(collectives.describe(name), run, expect, **bench)
 
 
 OPS: dict[str, Op] = {op.name: op for op in [
@@ -238,4 +238,4 @@ def canonical(name: str) -> str:
 def nccl_tests_program(name: str) -> str:
     """nccl-tests' program for a collective, e.g. ``alltoall_perf`` for ``all_to_all``."""
     key = canonical(name)
-    return collectives.get(key).program or f"{key}_perf"
+    return collectives.describe(key).program or f"{key}_perf"

@@ -29,10 +29,10 @@ from labcore.sim.calibration import Calibration, calibrate
 from labcore.sim.collectives import REDUCE_OPS
 from labcore.sim.ddp_step import DDPStep, ddp_buckets, predict_ddp_step, steps_table
 from labcore.sim.engine import run
-from labcore.sim.pricing import EXAMPLE_PRICES, GpuPrice, compute_seconds, cost_table, step_cost
+from labcore.sim.pricing import EXAMPLE_PRICES, GpuPrice, compute_seconds, price_steps, step_cost
 from labcore.sim.replays import Replay, replay
 from labcore.sim.schedules import ALGORITHMS, build
-from labcore.sim.sweeps import sweep
+from labcore.sim.sweeps import simulate_sizes
 from labcore.sim.topology import Topology
 from labcore.sim.trace import Layout, Schedule, ScheduleError, Trace, Transfer
 
@@ -86,7 +86,7 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
     if topology is None:
         topo = topologies.uniform(ranks)
     elif isinstance(topology, str):
-        topo = presets.build(topology, ranks)
+        topo = presets.topology(topology, ranks)
     else:
         topo = topology
     if topo.ranks != ranks:
@@ -215,6 +215,19 @@ def _options(op, algo, ranks, nbytes, topo, view, given) -> dict:
 
 
 __all__ = ["simulate", "run", "build", "ALGORITHMS", "NCCL_ALGORITHMS", "Schedule", "Transfer", "Layout", "Trace",
-           "ScheduleError", "topologies", "presets", "scaleout", "cost", "tuner", "calibrate", "Calibration", "sweep", "replay", "Replay",
+           "ScheduleError", "topologies", "presets", "scaleout", "cost", "tuner", "calibrate", "Calibration", "simulate_sizes", "replay", "Replay",
            "DDPStep", "ddp_buckets", "predict_ddp_step", "steps_table", "EXAMPLE_PRICES", "GpuPrice", "compute_seconds",
-           "cost_table", "step_cost"]
+           "price_steps", "step_cost"]
+
+# Old names, kept for one release: they warn and forward.
+_RENAMED = {"sweep": ("simulate_sizes", lambda: simulate_sizes), "cost_table": ("price_steps", lambda: price_steps)}
+
+
+def __getattr__(name: str):
+    if name in _RENAMED:
+        import warnings
+
+        new, value = _RENAMED[name]
+        warnings.warn(f"lc.sim.{name} is deprecated: use lc.sim.{new}", DeprecationWarning, stacklevel=2)
+        return value()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -150,7 +150,7 @@ def _run(args) -> int:
     _check(args)
     if args.size is None:
         args.size = DEFAULT_SIZE
-    topo = presets.build(args.topology, args.ranks)
+    topo = presets.topology(args.topology, args.ranks)
     options = {k: v for k, v in (("pipeline", args.pipeline), ("gpus_per_node", args.gpus_per_node),
                                  ("root", args.root), ("channels", args.channels)) if v is not None}
     protocol = None if args.protocol.lower() == "none" else args.protocol

@@ -47,7 +47,7 @@ import math
 import numpy as np
 
 from labcore.sim.topology import Cut
-from labcore.sim.trees import depths, tree_shapes
+from labcore.sim.tree_shapes import depths, tree_shapes
 
 PIPELINE_SLICE = 512 << 10
 MAX_PIPELINE = 256

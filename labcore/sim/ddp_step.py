@@ -98,7 +98,7 @@ def _topology(topology, ranks, nodes):
 
     if not isinstance(topology, str):
         return topology, topology.name
-    return presets.build(topology, ranks, nodes=nodes), topology
+    return presets.topology(topology, ranks, nodes=nodes), topology
 
 
 def _machine(topo, nccl_algo, timing):

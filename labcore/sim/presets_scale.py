@@ -3,9 +3,9 @@
 
 Every name here still works and warns (DeprecationWarning) with its new place:
 
-* ``preset(name, nodes, sharp)`` -> ``labcore.sim.presets.build(name, nodes=nodes, sharp=sharp)``;
+* ``preset(name, nodes, sharp)`` -> ``labcore.sim.presets.topology(name, nodes=nodes, sharp=sharp)``;
   ``dgx_h100_ib``, ``ib_8x200``, ``roce_8x400``, ``tcp_100g`` the same for one preset;
-* ``PRESETS``, ``SHARP_CAPABLE`` -> ``presets.names("cluster")``, ``presets.get(name).sharp``;
+* ``PRESETS``, ``SHARP_CAPABLE`` -> ``presets.names("cluster")``, ``presets.entry(name).sharp``;
 * ``PUBLISHED``, ``PUBLISHED_AS`` -> ``presets.PUBLISHED``, ``presets.PUBLISHED_AS``;
 * ``nic_bytes``, ``per_gpu_nic_bandwidth``, ``internode_bytes_per_gpu``, ``published_run``,
   ``NCCL_TESTS_78``, ``scale_sweep`` -> ``labcore.sim.scaleout``; ``ALGORITHMS`` ->
@@ -24,18 +24,18 @@ NETWORKS = ("dgx_h100_ib", "ib_8x200", "roce_8x400", "tcp_100g")
 def _preset(name: str, nodes: int = 2, sharp: bool = False):
     if name not in NETWORKS:
         raise ValueError(f"unknown scale-out preset {name!r}; choose one of {', '.join(NETWORKS)}")
-    return presets.build(name, nodes=nodes, sharp=sharp)
+    return presets.topology(name, nodes=nodes, sharp=sharp)
 
 
 _MOVED = {
-    "preset": ("labcore.sim.presets.build(name, nodes=..., sharp=...)", lambda: _preset),
+    "preset": ("labcore.sim.presets.topology(name, nodes=..., sharp=...)", lambda: _preset),
     "PRESETS": ("labcore.sim.presets.names('cluster')", lambda: {n: functools.partial(_preset, n) for n in NETWORKS}),
-    "SHARP_CAPABLE": ("labcore.sim.presets.get(name).sharp",
-                      lambda: tuple(n for n in NETWORKS if presets.get(n).sharp)),
+    "SHARP_CAPABLE": ("labcore.sim.presets.entry(name).sharp",
+                      lambda: tuple(n for n in NETWORKS if presets.entry(n).sharp)),
     "PUBLISHED": ("labcore.sim.presets.PUBLISHED", lambda: presets.PUBLISHED),
     "PUBLISHED_AS": ("labcore.sim.presets.PUBLISHED_AS", lambda: presets.PUBLISHED_AS),
     "ALGORITHMS": ("labcore.sim.scaleout.SCALE_ALGORITHMS", lambda: scaleout.SCALE_ALGORITHMS),
-    **{n: (f"labcore.sim.presets.build({n!r}, nodes=..., sharp=...)",
+    **{n: (f"labcore.sim.presets.topology({n!r}, nodes=..., sharp=...)",
            lambda n=n: functools.partial(_preset, n)) for n in NETWORKS},
     **{n: (f"labcore.sim.scaleout.{n}", lambda n=n: getattr(scaleout, n))
        for n in ("nic_bytes", "per_gpu_nic_bandwidth", "internode_bytes_per_gpu", "published_run", "NCCL_TESTS_78",

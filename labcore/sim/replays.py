@@ -204,7 +204,7 @@ class Replay:
 def _resolve_topology(topology, world_size: int | None, recorded: int):
     """(topology object, tuner machine or None, label, note: why NCCL's tuner does not pick, or "")."""
     if isinstance(topology, str):
-        topo = presets.build(topology, world_size)
+        topo = presets.topology(topology, world_size)
         label = topology
     elif hasattr(topology, "params") and hasattr(topology, "fits"):           # a Calibration
         ranks = world_size or recorded
@@ -320,7 +320,7 @@ def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | 
     ----------
     recording : a :class:`labcore.live.recorder.Recording` (all ranks, ``lc.live.combine``).
     topology : a preset name (any of :mod:`labcore.sim.presets`: ``"nvswitch8"``, ``"multinode"``,
-        ``"dgx_h100_ib"``, ``"uniform"``, ...), a topology (one built by ``presets.build`` keeps its
+        ``"dgx_h100_ib"``, ``"uniform"``, ...), a topology (one built by ``presets.topology`` keeps its
         preset's tuner machine), or a :class:`labcore.sim.Calibration`. A preset name is built for
         ``world_size`` ranks when given (nvswitch8 for 4 ranks is a 4-GPU NVSwitch node), else at
         its own size (8; 32 for multinode, 16 for the other clusters).

@@ -9,7 +9,7 @@ algorithms x node counts x sizes.
 Example
 -------
 >>> from labcore.sim import presets
->>> t = presets.build("dgx_h100_ib", nodes=2)
+>>> t = presets.topology("dgx_h100_ib", nodes=2)
 >>> t.ranks, t.nodes, presets.PUBLISHED["dgx_h100_ib"]
 (16, 2, 380.0)
 >>> round(t.notes["nic achievable fraction"] * t.notes["nic B/s"] / 1e9)      # GB/s per NIC
@@ -29,7 +29,7 @@ def nic_bytes(trace) -> "object":
     """Bytes every NIC sent up into the fabric and received down from it, from a trace's routes.
 
     A transfer's route is its list of links; every NIC of the trace's topology (a
-    :class:`~labcore.sim.topology.Cluster`) has a link up into the fabric and one down from it.
+    :class:`~labcore.sim.topology.NVSwitchNodes`) has a link up into the fabric and one down from it.
     Returns a DataFrame indexed by NIC (named after its GPU) with columns ``up`` and ``down``
     in bytes.
 
@@ -154,14 +154,14 @@ def scale_sweep(name: str = "dgx_h100_ib", nodes=(2, 8, 64), sizes=(1 << 30,), a
     from labcore.sim import simulate
 
     rows = []
-    spec = presets.get(name)
+    spec = presets.entry(name)
     for k in nodes:
         built = {}   # one topology per SHARP setting, shared by the algorithms
         for algo in algorithms:
             sharp = algo == "in_network"
             if sharp and not spec.sharp:
                 continue
-            topo = built.get(sharp) or built.setdefault(sharp, presets.build(name, nodes=k, sharp=sharp))
+            topo = built.get(sharp) or built.setdefault(sharp, presets.topology(name, nodes=k, sharp=sharp))
             for size in sizes:
                 t = simulate("all_reduce", algo, topo.ranks, size, topology=topo, values=False)
                 nic = float(nic_bytes(t)["up"].max()) / t.time_s / 1e9 if k > 1 else 0.0

@@ -41,12 +41,12 @@ tuner machine in :mod:`labcore.sim.tuner.machine`): then it is three files.
 
 Example
 -------
->>> t = build("dgx_h100_ib", nodes=4)
+>>> t = topology("dgx_h100_ib", nodes=4)
 >>> t.ranks, t.nodes, t.preset
 (32, 4, 'dgx_h100_ib')
->>> build("nvswitch8", 4).ranks
+>>> topology("nvswitch8", 4).ranks
 4
->>> get("tcp_100g").tuner_machine(16, 2)
+>>> entry("tcp_100g").tuner_machine(16, 2)
 Traceback (most recent call last):
 ...
 labcore.sim.presets.preset.NoTuner: NCCL's tuner has no machine for tcp_100g: NCCL's graphs for its NICs are \
@@ -58,7 +58,7 @@ from __future__ import annotations
 from labcore.sim.presets.catalog import ENTRIES, PUBLISHED, PUBLISHED_AS
 from labcore.sim.presets.preset import KINDS, NoTuner, Preset
 
-__all__ = ["Preset", "NoTuner", "PRESETS", "PUBLISHED", "PUBLISHED_AS", "KINDS", "get", "build", "names", "table",
+__all__ = ["Preset", "NoTuner", "PRESETS", "PUBLISHED", "PUBLISHED_AS", "KINDS", "entry", "topology", "names", "summary",
            "tuner_for"]
 
 PRESETS: dict[str, Preset] = {p.name: p for p in ENTRIES}
@@ -72,17 +72,17 @@ def names(kind: str | None = None) -> list[str]:
     return [name for name, p in PRESETS.items() if kind in (None, p.kind)]
 
 
-def get(name: str) -> Preset:
+def entry(name: str) -> Preset:
     """The preset called ``name``; ValueError listing them otherwise."""
     if not isinstance(name, str) or name not in PRESETS:
         raise ValueError(f"unknown topology {name!r}; choose one of {', '.join(PRESETS)} or pass a topology object")
     return PRESETS[name]
 
 
-def build(name: str, ranks: int | None = None, *, nodes: int | None = None, gpus_per_node: int | None = None,
+def topology(name: str, ranks: int | None = None, *, nodes: int | None = None, gpus_per_node: int | None = None,
           nics_per_node: int | None = None, sharp: bool = False):
     """The topology of preset ``name`` for the shape asked (see :meth:`Preset.shape`)."""
-    return get(name).build(ranks, nodes=nodes, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node,
+    return entry(name).build(ranks, nodes=nodes, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node,
                            sharp=sharp)
 
 
@@ -92,17 +92,17 @@ def tuner_for(topology):
     name = getattr(topology, "preset", None)
     if name is None:
         raise NoTuner(f"{topology.name!r} was built by hand, so the lab does not know which NCCL tuner machine "
-                      "prices it; build it from a preset (labcore.sim.presets.build) or name the algorithm")
-    return get(name).tuner_machine(topology.ranks, topology.nodes, bool(getattr(topology, "sharp", False)))
+                      "prices it; build it from a preset (labcore.sim.presets.topology) or name the algorithm")
+    return entry(name).tuner_machine(topology.ranks, topology.nodes, bool(getattr(topology, "sharp", False)))
 
 
-def table(names_: list[str] | None = None):
+def summary(names_: list[str] | None = None):
     """The presets as a DataFrame, one row each: kind, machine, default shape, NIC bandwidth, SHARP,
     NVLS, NCCL tuner machine (or why none), published busbw and sources.
 
     Example
     -------
-    >>> table(["dgx_h100_ib", "tcp_100g"])[["nodes", "NICs per node", "SHARP", "published busbw GB/s"]]
+    >>> summary(["dgx_h100_ib", "tcp_100g"])[["nodes", "NICs per node", "SHARP", "published busbw GB/s"]]
                  nodes  NICs per node  SHARP  published busbw GB/s
     preset
     dgx_h100_ib      2              8   True                 380.0
@@ -112,7 +112,7 @@ def table(names_: list[str] | None = None):
 
     rows = []
     for name in names_ or list(PRESETS):
-        p = get(name)
+        p = entry(name)
         t = p.build()
         notes = t.notes
         nic = notes.get("nic B/s", 0) * notes.get("nic achievable fraction", 0) / 1e9 or None

@@ -7,8 +7,8 @@ on a textbook machine) is refused in one line that names what to use instead.
 
 Example
 -------
->>> from labcore.sim.presets import get
->>> p = get("dgx_h100_ib")
+>>> from labcore.sim.presets import entry
+>>> p = entry("dgx_h100_ib")
 >>> p.shape(ranks=32)                       # (nodes, GPUs per node): 8 a node when 8 divides
 (4, 8)
 >>> p.shape(ranks=12), p.shape(nodes=3)

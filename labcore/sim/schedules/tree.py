@@ -9,7 +9,7 @@ that flow up the tree (children reduce into their parent) and, once reduced at
 the root, back down, pipelined so that many pieces are in flight: 2D + k - 1
 steps of S/k bytes for a tree of depth D.
 
-NCCL's trees (see :mod:`labcore.sim.trees`): a binary tree with the odd ranks
+NCCL's trees (see :mod:`labcore.sim.tree_shapes`): a binary tree with the odd ranks
 as leaves, and for the double binary tree its mirror image, so that a rank that
 is a leaf in one tree is inside the other; each tree carries half the data on
 its own channel (Sanders, Speck and Traeff 2009: two trees give up to twice the
@@ -38,7 +38,7 @@ from labcore.sim.cost import default_pipeline
 from labcore.sim.schedules._parts import Parts, algorithm
 from labcore.sim.schedules.ring import orders
 from labcore.sim.trace import Layout, Schedule
-from labcore.sim.trees import depths, mirrored_parents, nccl_tree_parents, tree_shapes
+from labcore.sim.tree_shapes import depths, mirrored_parents, nccl_tree_parents, tree_shapes
 
 __all__ = ["nccl_tree_parents", "mirrored_parents", "depths", "tree_shapes", "tree_all_reduce",
            "double_tree_all_reduce", "binomial_broadcast", "binomial_reduce"]

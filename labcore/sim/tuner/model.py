@@ -33,9 +33,9 @@ from functools import lru_cache
 
 from labcore.sim.tuner import constants as C
 from labcore.sim.tuner.env import enable_matrix
-from labcore.sim.tuner.machine import Graph, Machine
+from labcore.sim.tuner.machine import TopoGraph, Machine
 
-_NO_GRAPH = Graph(0, 0.0, 0.0, type_intra="LOC", type_inter="LOC", same_channels=False)  # memset 0
+_NO_GRAPH = TopoGraph(0, 0.0, 0.0, type_intra="LOC", type_inter="LOC", same_channels=False)  # memset 0
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def _skip(func: str, a: str, p: str, m: Machine) -> str | None:
     return None
 
 
-def _bus_bandwidth(func, a, p, m: Machine, g: Graph, caps: dict) -> float | None:  # noqa: C901 (to be split)
+def _bus_bandwidth(func, a, p, m: Machine, g: TopoGraph, caps: dict) -> float | None:  # noqa: C901 (to be split)
     """busBw before the conversion to algorithm bandwidth (None: NCCL skips the entry)."""
     ppn = m.ranks / m.nodes
     collnet = a in ("CollNetDirect", "CollNetChain")
@@ -141,7 +141,7 @@ def _bus_bandwidth(func, a, p, m: Machine, g: Graph, caps: dict) -> float | None
     return bus
 
 
-def _latency(func, a, p, m: Machine, g: Graph, nsteps: int, hw: dict) -> float:
+def _latency(func, a, p, m: Machine, g: TopoGraph, nsteps: int, hw: dict) -> float:
     ppn = m.ranks / m.nodes
     lpn = m.ranks // m.nodes
     intra_hw = "NVLINK" if g.type_intra == "NVL" else "PCI"
@@ -284,7 +284,7 @@ def _tune(machine: Machine, algo_env: str | None, proto_env: str | None) -> Tune
     return Tuned(m, latency, bandwidth, _max_threads(m), off)
 
 
-def _zero_reason(f, a, p, m: Machine, g: Graph) -> str:
+def _zero_reason(f, a, p, m: Machine, g: TopoGraph) -> str:
     if a in ("CollNetDirect", "CollNetChain") and p != "Simple":
         return "CollNet is Simple only"
     if a in ("NVLS", "CollNetDirect") and f in ("AllGather", "ReduceScatter") and m.nodes > 1:
