@@ -148,7 +148,14 @@ class Machine:
     nvls_channels: int | None = None
     name: str = ""
 
-    def __post_init__(self):  # noqa: C901 (to be split)
+    def __post_init__(self):
+        self._check_size()
+        self._check_gpus()
+        self._check_graphs()
+        self._check_channels()
+        self._check_host()
+
+    def _check_size(self):
         if not _whole(self.ranks) or self.ranks < 1:
             raise ValueError(f"ranks must be a whole number >= 1, not {self.ranks!r}")
         if not _whole(self.nodes) or self.nodes < 1 or self.ranks % self.nodes:
@@ -156,6 +163,8 @@ class Machine:
                              "NCCL's model assumes the same number of GPUs on every node")
         object.__setattr__(self, "ranks", int(self.ranks))
         object.__setattr__(self, "nodes", int(self.nodes))
+
+    def _check_gpus(self):
         for name in ("gpu", "max_gpu"):
             value = getattr(self, name)
             if value is None or value in GPU_ARCHS:
@@ -163,18 +172,25 @@ class Machine:
             if not _whole(value) or not MIN_COMPCAP <= value < MAX_COMPCAP:
                 raise ValueError(f"{name} must be a compute capability written as NCCL does (90 for 9.0, "
                                  f"from {MIN_COMPCAP}) or one of {', '.join(GPU_ARCHS)}; got {value!r}")
+
+    def _check_graphs(self):
         for name in ("ring", "tree"):
             if not isinstance(getattr(self, name), TopoGraph):
-                raise TypeError(f"{name} must be a Graph of NCCL's search (a TopoGraph: the log's 'Pattern ...' line), not "
-                                f"{type(getattr(self, name)).__name__}")
+                raise TypeError(f"{name} must be a Graph of NCCL's search (a TopoGraph: the log's 'Pattern ...' "
+                                f"line), not {type(getattr(self, name)).__name__}")
         for name in ("nvls", "collnet_chain", "collnet_direct"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), TopoGraph):
-                raise TypeError(f"{name} must be a Graph of NCCL's search (a TopoGraph) or None, not {type(getattr(self, name)).__name__}")
+                raise TypeError(f"{name} must be a Graph of NCCL's search (a TopoGraph) or None, not "
+                                f"{type(getattr(self, name)).__name__}")
+
+    def _check_channels(self):
         for name in ("channels", "nvls_channels"):
             value = getattr(self, name)
             if value is not None and (not _whole(value) or not 1 <= value <= MAXCHANNELS):
                 raise ValueError(f"{name} must be a whole number from 1 to {MAXCHANNELS} (or None for "
                                  f"NCCL's own), not {value!r}")
+
+    def _check_host(self):
         if self.cpu_arch not in CPU_ARCHS:
             raise ValueError(f"cpu_arch must be one of {', '.join(CPU_ARCHS)}; got {self.cpu_arch!r}")
         if self.cpu_vendor not in CPU_VENDORS:
