@@ -42,6 +42,8 @@ Example
 """
 from __future__ import annotations
 
+import heapq
+import math
 import numbers
 from dataclasses import dataclass, field
 
@@ -360,14 +362,14 @@ def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | 
     columns = {c: frame[c].to_numpy() for c in ("issued_s", "end_s", "overlapped", "group", "op", "bytes")}
     scope_cols = {c: scopes[c].to_numpy() for c in ("start_s", "end_s", "name")}
     pred = np.array([durations[i] for i in frame.index], dtype=object)
-    per_rank, timeline = [], []
+    per_rank, timeline = [], _Timeline()
     for rank, step, start, end in step_frame[["rank", "step", "start_s", "end_s"]].itertuples(index=False):
         rows = by_rank_step.get((rank, step), np.zeros(0, dtype=np.int64))
         sc = scopes_by.get((rank, step), np.zeros(0, dtype=np.int64))
-        result, lanes = _replay_rank(float(start), float(end), {c: v[rows] for c, v in columns.items()},
-                                     {c: v[sc] for c, v in scope_cols.items()}, list(pred[rows]), compute_scale)
+        result = _replay_rank(float(start), float(end), {c: v[rows] for c, v in columns.items()},
+                              {c: v[sc] for c, v in scope_cols.items()}, list(pred[rows]), compute_scale,
+                              timeline.of(rank, step))
         per_rank.append(dict(rank=rank, step=step, **result))
-        timeline += [dict(rank=rank, step=step, **lane) for lane in lanes]
     by_step = pd.DataFrame(per_rank).groupby("step").max(numeric_only=True).drop(columns="rank")
     by_step["hidden_us"] = by_step["serial_us"] - by_step["overlap_us"]
     skipped = collectives[collectives["status"] != "simulated"]
@@ -378,15 +380,20 @@ def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | 
         notes.append(f"scaled from {W} to {size} ranks: collectives over all ranks run over all {size}")
     if untuned and (algorithm == "auto" or isinstance(algorithm, dict)):
         notes.append(untuned)           # why NCCL's tuner picks nothing here
-    return Replay(collectives, by_step, pd.DataFrame(timeline), label, size, algorithm, notes, tuple(place),
+    return Replay(collectives, by_step, timeline.frame(), label, size, algorithm, notes, tuple(place),
                   float(compute_scale))
 
 
 def _predict_all(frame, W, size, place, topo, machine, algorithm):
-    """One row per collective and {(group, seq) or row index: predicted seconds or None}."""
+    """One row per collective and {(group, seq) or row index: predicted seconds or None}.
+
+    Work is done once per kind: NCCL's pick per (op, bytes, ranks, nodes), the simulation per
+    (op, algorithm, placed ranks, bytes, protocol), the node count per group of ranks."""
     import pandas as pd
 
     cache: dict = {}
+    picks: dict = {}
+    spans: dict = {}
     rows, by_key = [], {}
     cols = {c: frame[c].tolist() for c in ("group", "seq", "op", "bytes", "group_ranks", "group_size", "step",
                                           "time_us")}
@@ -397,20 +404,19 @@ def _predict_all(frame, W, size, place, topo, machine, algorithm):
     for key, idx in members.items():
         i = idx[0]
         op, nbytes = cols["op"][i], float(cols["bytes"][i])
-        ranks = list(cols["group_ranks"][i]) or list(range(int(cols["group_size"][i])))
-        if sorted(ranks) == list(range(W)) and size != W:
-            ranks = list(range(size))
-        placed = [place[r] for r in ranks]
-        nodes = len(set(topo.node_of[placed].tolist()))
-        times = np.array([cols["time_us"][j] for j in idx], dtype=float)
-        recorded_us = float(np.nanmedian(times)) if np.isfinite(times).any() else np.nan
+        ranks, placed, nodes = _placed_group(spans, cols["group_ranks"][i], int(cols["group_size"][i]), W, size,
+                                             place, topo)
+        recorded_us = _nanmedian([cols["time_us"][j] for j in idx])
         algo, label, predicted, status = None, "", None, "simulated"
         if _no_schedule(op):
             status = "not simulated: " + _no_schedule(op)
         elif len(ranks) == 1:
             algo, label, predicted = "-", "1 rank: nothing to send", 0.0
         else:
-            algo, label, protocol = _choose(op, nbytes, len(ranks), nodes, algorithm, machine, topo.switch_agents > 0)
+            pick = (op, nbytes, len(ranks), nodes)
+            if pick not in picks:
+                picks[pick] = _choose(op, nbytes, len(ranks), nodes, algorithm, machine, topo.switch_agents > 0)
+            algo, label, protocol = picks[pick]
             if algo is None:
                 status = "not simulated: " + label
             else:
@@ -423,6 +429,27 @@ def _predict_all(frame, W, size, place, topo, machine, algorithm):
                          recorded_us=recorded_us, status=status))
     durations = {index: by_key[key] for index, key in zip(frame.index, keys)}
     return pd.DataFrame(rows, columns=_COLLECTIVE_COLUMNS), durations
+
+
+def _placed_group(spans: dict, group_ranks, group_size: int, W: int, size: int, place, topo):
+    """(ranks of the group as replayed, their topology ranks, nodes they span), once per group."""
+    key = (tuple(group_ranks), group_size)
+    if key not in spans:
+        ranks = list(group_ranks) or list(range(group_size))
+        if sorted(ranks) == list(range(W)) and size != W:
+            ranks = list(range(size))
+        placed = [place[r] for r in ranks]
+        spans[key] = (ranks, placed, len(set(topo.node_of[placed].tolist())))
+    return spans[key]
+
+
+def _nanmedian(values) -> float:
+    """numpy's nanmedian of a few numbers (NaN when none is finite), without its per-call cost."""
+    kept = sorted(v for v in values if v == v)
+    if not any(map(math.isfinite, kept)):
+        return np.nan
+    m = len(kept)
+    return float(kept[m // 2]) if m % 2 else (kept[m // 2 - 1] + kept[m // 2]) / 2
 
 
 def _simulate(cache, op, algo, placed, nbytes, topo, protocol):
@@ -461,25 +488,31 @@ def _merge(intervals: list[tuple[float, float]]) -> list[list[float]]:
 
 
 def _subtract(base: list[list[float]], cut: list[list[float]]) -> list[list[float]]:
-    out = []
+    """``base`` minus ``cut``, both sorted lists of disjoint intervals (as :func:`_merge` makes them):
+    one pass over each, so a step of n collectives costs n, not n**2."""
+    out, j = [], 0
     for a, b in base:
-        pieces = [[a, b]]
-        for c, d in cut:
-            nxt = []
-            for x, y in pieces:
-                if d <= x or c >= y:
-                    nxt.append([x, y])
-                    continue
-                if c > x:
-                    nxt.append([x, c])
-                if d < y:
-                    nxt.append([d, y])
-            pieces = nxt
-        out += pieces
-    return [p for p in out if p[1] > p[0]]
+        while j < len(cut) and cut[j][1] <= a:       # cuts wholly before this interval
+            j += 1
+        x, k = a, j
+        while k < len(cut) and cut[k][0] < b:        # cuts reaching into it, in order
+            c, d = cut[k]
+            if c > x:
+                out.append([x, c])
+            x = max(x, d)
+            if d >= b:
+                break
+            k += 1
+        if x < b:
+            out.append([x, b])
+    return out
 
 
 def _overlapped(values) -> np.ndarray:
+    """True where a row says it overlapped; missing (None, NaN) is False."""
+    values = np.asarray(values)
+    if values.dtype == bool:
+        return values
     return np.array([bool(v) if v is not None and v == v else False for v in values], dtype=bool)
 
 
@@ -491,9 +524,11 @@ def _compute_segments(S: float, E: float, rows, scopes) -> tuple[list[list[float
     end = np.asarray(rows["end_s"], dtype=float)
     end = np.where(np.isnan(end), issued, end)
     overlapped = _overlapped(rows["overlapped"])
-    flight = _merge(list(zip(issued, end)))
-    blocking = _merge([(a, b) for a, b, o in zip(issued, end, overlapped) if not o])
-    busy = _merge([(a, b) for a, b, n in zip(scopes["start_s"], scopes["end_s"], scopes["name"])
+    starts, ends = issued.tolist(), end.tolist()          # Python floats: the walk compares them one by one
+    flight = _merge(list(zip(starts, ends)))
+    blocking = _merge([(a, b) for a, b, o in zip(starts, ends, overlapped.tolist()) if not o])
+    busy = _merge([(a, b) for a, b, n in zip(np.asarray(scopes["start_s"], dtype=float).tolist(),
+                                             np.asarray(scopes["end_s"], dtype=float).tolist(), scopes["name"])
                    if "wait" not in n.lower()])
     compute = _merge(_subtract([[S, E]], flight) + _subtract(busy, blocking))
     return _subtract(compute, [[-np.inf, S], [E, np.inf]]), issued, end
@@ -525,28 +560,76 @@ def recorded_timeline(recording, rank: int | None = None, step: int = 0):
     return pd.DataFrame([dict(rank=rank, step=step, **lane) for lane in lanes])
 
 
-def _replay_rank(S: float, E: float, rows, scopes, pred, compute_scale: float = 1.0):
-    """Serial and overlapped time of one rank's step, and its predicted timeline (see module docstring).
+class _Timeline:
+    """The replayed timeline's rows, gathered as columns (rank, step, lane, name, start_s, end_s, bytes):
+    a frame of a hundred thousand small dicts costs more than the replay itself."""
+
+    def __init__(self):
+        self.cols: dict[str, list] = {c: [] for c in ("rank", "step", "lane", "name", "start_s", "end_s", "bytes")}
+        self.sized = False
+
+    def of(self, rank, step):
+        """``add(lane, name, start, end, bytes=None)`` for one rank's step."""
+        ranks, steps, lanes, names, starts, ends, sizes = self.cols.values()
+
+        def add(lane, name, start, end, nbytes=None):
+            ranks.append(rank)
+            steps.append(step)
+            lanes.append(lane)
+            names.append(name)
+            starts.append(start)
+            ends.append(end)
+            if nbytes is None:
+                sizes.append(np.nan)
+            else:
+                sizes.append(nbytes)
+                self.sized = True
+        return add
+
+    def frame(self):
+        import pandas as pd
+
+        if not self.cols["rank"]:
+            return pd.DataFrame([])
+        cols = dict(self.cols)
+        if not self.sized:
+            del cols["bytes"]                # no collective ran: no bytes column, as rows without bytes give
+        elif any(v != v for v in cols["bytes"]):
+            cols["bytes"] = np.asarray(cols["bytes"], dtype=float)     # compute rows have none: NaN
+        return pd.DataFrame(cols)
+
+
+def _replay_rank(S: float, E: float, rows, scopes, pred, compute_scale: float = 1.0, add=None) -> dict:
+    """Serial and overlapped time of one rank's step (see module docstring); its predicted timeline
+    goes to ``add(lane, name, start, end, bytes)``.
 
     ``rows`` and ``scopes`` map column names to arrays; ``pred`` is each row's predicted seconds
     (None: not simulated)."""
+    add = add or (lambda *row: None)
     compute, issued, end = _compute_segments(S, E, rows, scopes)
-    overlapped = _overlapped(rows["overlapped"])
+    overlapped = _overlapped(rows["overlapped"]).tolist()
+    issued, end = issued.tolist(), end.tolist()
+    groups, ops, sizes = (list(rows[c]) for c in ("group", "op", "bytes"))
     comm = sum(p for p in pred if p is not None)
     total_compute = sum(b - a for a, b in compute) * compute_scale
     # walk the recorded timeline: compute segments and collective issues in time order
     order = sorted([(a, 0, k) for k, (a, _) in enumerate(compute)] + [(t, 1, j) for j, t in enumerate(issued)])
     clock, last_b = 0.0, S            # replay clock; recorded time where the last compute segment ended
     stream_free: dict = {}
-    ends: list[tuple[float, float]] = []     # (recorded end, replayed end) of simulated collectives
-    lanes = []
+    # (recorded end, replayed end) of simulated collectives not yet matched to a wait, earliest end first:
+    # the waits come in time order, so every collective is looked at once
+    ends: list[tuple[float, float]] = []
+    finish = 0.0
     for when, kind, k in order:
         if kind == 0:
             a, b = compute[k]
             if a > last_b:       # the rank waited before this: for what ended during the wait
-                clock = max([clock] + [e2 for e1, e2 in ends if last_b <= e1 <= a])
+                while ends and ends[0][0] < last_b:
+                    heapq.heappop(ends)
+                while ends and ends[0][0] <= a:
+                    clock = max(clock, heapq.heappop(ends)[1])
             span = (b - a) * compute_scale
-            lanes.append(dict(lane="compute", name="compute", start_s=clock, end_s=clock + span))
+            add("compute", "compute", clock, clock + span)
             clock += span
             last_b = b
             continue
@@ -555,14 +638,15 @@ def _replay_rank(S: float, E: float, rows, scopes, pred, compute_scale: float = 
             continue
         # issued inside the segment just played: at the same point of it
         at = clock - (last_b - when) * compute_scale if when < last_b else clock
-        g = rows["group"][k]
+        g = groups[k]
         lane = f"comm, group {g}" if g else "p2p"
         start = max(at, stream_free.get(lane, -np.inf))
         stream_free[lane] = start + p
-        ends.append((end[k], start + p))
-        lanes.append(dict(lane=lane, name=rows["op"][k], start_s=start, end_s=start + p, bytes=rows["bytes"][k]))
+        heapq.heappush(ends, (end[k], start + p))
+        finish = max(finish, start + p)
+        add(lane, ops[k], start, start + p, sizes[k])
         if not overlapped[k]:
             clock = max(clock, start + p)
-    finish = max([clock] + [e2 for _, e2 in ends])
-    return (dict(recorded_us=(E - S) * 1e6, compute_us=total_compute * 1e6, comm_us=comm * 1e6,
-                 serial_us=(total_compute + comm) * 1e6, overlap_us=finish * 1e6), lanes)
+    finish = max(finish, clock)
+    return dict(recorded_us=(E - S) * 1e6, compute_us=total_compute * 1e6, comm_us=comm * 1e6,
+                serial_us=(total_compute + comm) * 1e6, overlap_us=finish * 1e6)
