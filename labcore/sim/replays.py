@@ -30,6 +30,12 @@ NCCL's tuner picks the algorithms on a preset it has a machine for (:mod:`labcor
 elsewhere (a textbook machine, a fitted one, a preset whose NCCL graphs are not known) the
 collectives run the simulator's default algorithm of each op and ``notes`` says why.
 
+Rows no run can have made are refused before anything is simulated, in one line naming the row
+and the fix: a collective without an issue or end time (NCCL records end times only with
+``TORCH_NCCL_ENABLE_TIMING=1``), one that ends before it is issued, a group of no ranks, a group
+naming ranks the recording does not have or leaving out the row's own rank, a step without an
+end after its start, a row in a step the recording does not bound, missing columns.
+
 Collectives the simulator has no schedule for (send/recv, barrier, scatter, gather, a reduce
 NCCL would run as a ring) are listed with ``status`` "not simulated: ..." and their recorded
 time in ``not_simulated_us``; they are never dropped silently, and left out of the totals.
@@ -252,13 +258,21 @@ def _choose(op, nbytes, n, nodes, algorithm, machine, in_switch):
     return COLLECTIVES[op].sim, "default", "auto"
 
 
-def _check_recording(recording, world_size, topo, placement):
+def _check_type(recording) -> None:
+    """A Recording, with the tables replay reads and a whole number of ranks."""
     if isinstance(recording, (list, tuple)):
         raise TypeError("replay takes one Recording; join the ranks' recordings first: "
                         "lc.live.combine(cl.run(fn))")
     if not all(hasattr(recording, a) for a in ("frame", "scopes", "steps", "world_size")):
         raise TypeError(f"replay takes a Recording (lc.live.record ... rec.recording()), not "
                         f"{type(recording).__name__}")
+    if not _whole(recording.world_size) or recording.world_size < 1:
+        raise ValueError(f"the recording's world_size must be a whole number of ranks >= 1, not "
+                         f"{recording.world_size!r}")
+    _check_columns(recording)
+
+
+def _check_recording(recording, world_size, topo, placement):
     W = int(recording.world_size)
     ranks_seen = set(recording.frame["rank"]) | set(recording.steps["rank"])
     if ranks_seen and max(ranks_seen) >= W:
@@ -283,6 +297,109 @@ def _check_recording(recording, world_size, topo, placement):
         raise ValueError(f"placement must list {size} different ranks of the topology (0..{topo.ranks - 1}), "
                          f"got {placement}")
     return W, size, place
+
+
+_FRAME = ("rank", "step", "op", "bytes", "group", "group_ranks", "group_size", "seq", "issued_s", "end_s", "time_us",
+          "overlapped")
+_SCOPES = ("rank", "step", "name", "start_s", "end_s")
+_STEPS = ("rank", "step", "start_s", "end_s")
+_NO_END = ("it has no end time: replay cannot tell its wait from compute (a rank recorded on NCCL needs "
+           "TORCH_NCCL_ENABLE_TIMING=1 for end times); record it again, or drop the row")
+
+
+def _check_columns(recording) -> None:
+    for what, want in (("frame", _FRAME), ("scopes", _SCOPES), ("steps", _STEPS)):
+        table = getattr(recording, what)
+        missing = [c for c in want if c not in getattr(table, "columns", ())]
+        if missing:
+            raise ValueError(f"the recording's {what} lacks the columns {missing}: replay takes a Recording of "
+                             "lc.live.record or lc.live.read_trace, whose tables have them")
+
+
+def _row_name(frame, i: int) -> str:
+    rank, step, op, seq = (frame[c].iloc[i] for c in ("rank", "step", "op", "seq"))
+    return f"row {i} of the recording (rank {rank}, step {step}, {op} #{seq})"
+
+
+def _first(mask) -> int | None:
+    hit = np.flatnonzero(np.asarray(mask, dtype=bool))
+    return int(hit[0]) if hit.size else None
+
+
+def _check_rows(recording, W: int) -> None:
+    """Refuse a row no run can have made, naming the row and the fix (one line)."""
+    frame = recording.frame
+    issued, end = (_floats(frame[c]) for c in ("issued_s", "end_s"))
+    size, nbytes = _floats(frame["group_size"]), _floats(frame["bytes"])
+    checks = [(~np.isfinite(issued), "it has no issue time (issued_s); record it again, or drop the row"),
+              (~np.isfinite(end), _NO_END),
+              (end < issued, "it ends before it is issued (end_s < issued_s); fix the row's times, or drop it"),
+              (~(size >= 1) | (size != np.round(size)),
+               "its group_size is not a whole number of ranks of at least 1; set it to the size of its group"),
+              (~(nbytes >= 0), "its bytes are not a number of bytes >= 0; fix the row, or drop it")]
+    for bad, why in checks:
+        i = _first(bad)
+        if i is not None:
+            raise ValueError(f"{_row_name(frame, i)}: {why}")
+    _check_groups(frame, W)
+    _check_steps(recording)
+    _check_scopes(recording.scopes)
+
+
+def _check_groups(frame, W: int) -> None:
+    """Every row's group: ranks of the recording, its own rank among them, as many as its size."""
+    seen = set()
+    for i, (rank, members, n) in enumerate(zip(frame["rank"].tolist(), frame["group_ranks"].tolist(),
+                                               frame["group_size"].tolist())):
+        key = (rank, members, n) if isinstance(members, tuple) else None
+        if key in seen:
+            continue
+        members = tuple(members) if isinstance(members, (tuple, list, np.ndarray)) else ()
+        if key is not None:
+            seen.add(key)
+        if not members:
+            continue
+        outside = [m for m in members if not (isinstance(m, numbers.Integral) and 0 <= m < W)]
+        if outside:
+            raise ValueError(f"{_row_name(frame, i)}: its group_ranks name rank {outside[0]}, but the recording "
+                             f"comes from {W} ranks (0..{W - 1}); fix the row's group, or drop it")
+        if rank not in members:
+            raise ValueError(f"{_row_name(frame, i)}: rank {rank} is not in its group {list(members)}; the row "
+                             "belongs to another rank's group")
+        if len(members) != n:
+            raise ValueError(f"{_row_name(frame, i)}: group_size {n} but {len(members)} group_ranks; make them agree")
+
+
+def _check_steps(recording) -> None:
+    """Every step has a start and an end after it; every row of a step has its step's bounds."""
+    frame, steps = recording.frame, recording.steps
+    start, stop = _floats(steps["start_s"]), _floats(steps["end_s"])
+    i = _first(~np.isfinite(start) | ~np.isfinite(stop) | (stop < start))
+    if i is not None:
+        raise ValueError(f"step {steps['step'].iloc[i]} of rank {steps['rank'].iloc[i]} runs from {start[i]} to "
+                         f"{stop[i]} s: a step needs a start and an end at or after it; fix the recording's steps")
+    listed = set(zip(steps["rank"].tolist(), steps["step"].tolist()))
+    rows = list(zip(frame["rank"].tolist(), frame["step"].tolist()))
+    if not {key for key in set(rows) if key[1] >= 0} - listed:
+        return
+    for i, key in enumerate(rows):
+        if key[1] >= 0 and key not in listed:
+            raise ValueError(f"{_row_name(frame, i)}: the recording's steps have no step {key[1]} for rank "
+                             f"{key[0]}, so replay cannot place it; add the step's bounds, or drop the row")
+
+
+def _check_scopes(sc) -> None:
+    i = _first(~np.isfinite(_floats(sc["start_s"])) | ~np.isfinite(_floats(sc["end_s"])))
+    if i is not None:
+        raise ValueError(f"compute scope {i} of the recording ({sc['name'].iloc[i]}, rank {sc['rank'].iloc[i]}) has "
+                         "no start or end time; fix or drop it")
+
+
+def _floats(column) -> np.ndarray:
+    """A column as float64 numbers (NaN for what is not a number)."""
+    import pandas as pd
+
+    return pd.to_numeric(column, errors="coerce").to_numpy(dtype=float)
 
 
 def _whole(value) -> bool:
@@ -343,9 +460,10 @@ def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | 
     import pandas as pd
 
     world_size, placement, steps = _check_arguments(world_size, placement, steps, compute_scale)
-    topo, machine, label, untuned = _resolve_topology(topology, world_size,
-                                                      int(getattr(recording, "world_size", 0) or 0))
+    _check_type(recording)
+    topo, machine, label, untuned = _resolve_topology(topology, world_size, int(recording.world_size))
     W, size, place = _check_recording(recording, world_size, topo, placement)
+    _check_rows(recording, W)
     frame, scopes, step_frame = recording.frame, recording.scopes, recording.steps
     if steps is not None:
         wanted = set(steps)
