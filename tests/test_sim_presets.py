@@ -143,9 +143,12 @@ def test_each_preset_is_priced_by_its_own_tuner_machine():
         assert t.preset == name
         if p.tuner is None:
             assert p.no_tuner
+            with pytest.raises(presets.NoTuner, match=f"no machine for {name}"):
+                tuner.MACHINES[name]              # the tuner reads preset names from the registry too
             continue
         m = presets.tuner_for(t)
         assert m == tuner.MACHINES[p.tuner].with_ranks(t.ranks, t.nodes)
+        assert tuner.MACHINES[name] is tuner.MACHINES[p.tuner]
     assert {n: presets.entry(n).tuner for n in NAMES if presets.entry(n).tuner} == {
         "nvswitch8": "dgx_h100", "pcie8": "pcie_4090", "multinode": "dgx_h100_ib", "dgx_h100_ib": "dgx_h100_ib",
         "roce_8x400": "dgx_h100_ib"}

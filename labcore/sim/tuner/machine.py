@@ -314,11 +314,27 @@ _H100_NODE = dict(gpu="hopper", cpu_vendor="intel", nvswitch=True,
 _H100_IB = dict(gpu="hopper", cpu_vendor="intel", nvswitch=True,
                 ring=TopoGraph(8, 45.0, type_intra="NVL", type_inter="PXN", same_channels=False),
                 tree=TopoGraph(8, 45.0, type_intra="NVL", type_inter="PXN", same_channels=False,
-                           pattern="balanced_tree"),
+                               pattern="balanced_tree"),
                 nvls=TopoGraph(8, 40.0, 48.0, type_intra="NVL", type_inter="PIX", same_channels=False,
-                           pattern="nvls"))
+                               pattern="nvls"))
 
-MACHINES: dict[str, Machine] = {
+class _Machines(dict):
+    """The machines by name; a preset's name (``"nvswitch8"``, ``"multinode"``...) gives the machine
+    its entry in :mod:`labcore.sim.presets` names, so the registry is the one table of them."""
+
+    def __missing__(self, name):
+        from labcore.sim import presets
+
+        if name not in presets.PRESETS:
+            raise KeyError(f"{name!r} is neither a tuner machine ({', '.join(self)}) nor a preset "
+                           f"({', '.join(presets.PRESETS)})")
+        preset = presets.entry(name)
+        if preset.tuner is None:
+            raise presets.NoTuner(f"NCCL's tuner has no machine for {name}: {preset.no_tuner}")
+        return self[preset.tuner]
+
+
+MACHINES: dict[str, Machine] = _Machines({
     "dgx_h100": Machine(8, 1, name="DGX H100 (8 x H100 SXM, NVSwitch)", **_H100_NODE),
     # Same SM90 GPU and the same 18 NVLink-4 links: NCCL's model cannot tell an H200 from an H100.
     "dgx_h200": Machine(8, 1, name="DGX H200 (8 x H200 SXM, NVSwitch)", **_H100_NODE),
@@ -343,8 +359,4 @@ MACHINES: dict[str, Machine] = {
                         ring=TopoGraph(16, 45.0, type_intra="NVL"),
                         tree=TopoGraph(16, 45.0, type_intra="NVL", pattern="balanced_tree"),
                         nvls=TopoGraph(8, 80.0, 90.0, type_intra="NVL", same_channels=False, pattern="nvls")),
-}
-# Names the rest of the lab used before the presets were named after machines.
-MACHINES["nvswitch8"] = MACHINES["dgx_h100"]
-MACHINES["pcie8"] = MACHINES["pcie_4090"]
-MACHINES["multinode"] = MACHINES["dgx_h100_ib"]
+})
