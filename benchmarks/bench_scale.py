@@ -20,7 +20,7 @@ import sys
 import time
 
 import labcore.sim as sim
-from labcore.sim import presets_scale as ps
+from labcore.sim import presets, scaleout
 
 PROCESSES = 3
 
@@ -29,7 +29,7 @@ def timed(algorithm: str, nodes: int) -> dict:
     """First run incl. the topology, best of two more on it, and busbw, for a 1 GiB all-reduce."""
     sim.simulate("all_reduce", "ring", 8, 1 << 20).verify()            # import and warm numpy up
     t0 = time.perf_counter()
-    topo = ps.preset("dgx_h100_ib", nodes)
+    topo = presets.topology("dgx_h100_ib", nodes=nodes)
     trace = sim.simulate("all_reduce", algorithm, topo.ranks, 1 << 30, topology=topo, values=False)
     first = time.perf_counter() - t0
     again = []
@@ -63,10 +63,10 @@ def main() -> None:
               f"({runs[0]['protocol']})")
     print("\nbusbw (GB/s) against the published figures (GTC24 S62129: 380 with NCCL's rings, 480 with SHARP);"
           " in_network runs on the preset with SHARP")
-    df = ps.scale_sweep("dgx_h100_ib", nodes=(2, 8, 64), sizes=(1 << 30, 8 << 30))
-    table = df.pivot_table(index="algorithm", columns=["size", "nodes"], values="busbw").loc[list(ps.ALGORITHMS)]
+    df = scaleout.scale_sweep("dgx_h100_ib", nodes=(2, 8, 64), sizes=(1 << 30, 8 << 30))
+    table = df.pivot_table(index="algorithm", columns=["size", "nodes"], values="busbw").loc[list(scaleout.SCALE_ALGORITHMS)]
     table.columns = [f"{size >> 30} GiB x{k}" for size, k in table.columns]
-    table["published"] = [ps.PUBLISHED["dgx_h100_ib_sharp" if a == "in_network" else "dgx_h100_ib"]
+    table["published"] = [presets.PUBLISHED["dgx_h100_ib_sharp" if a == "in_network" else "dgx_h100_ib"]
                           for a in table.index]
     print(table.round(1).to_string())
     print("\n" + "\n".join(goals))

@@ -203,3 +203,60 @@ def test_placed_rings_keep_the_base_order():
     assert sorted(orders[0].tolist()) == [0, 1, 2]
     first = [int(r) for r in base.ring_orders(2)[0] if int(r) in (0, 8, 16)]
     assert [[8, 0, 16][k] for k in orders[0]] == first
+
+
+def _edited(change):
+    """A valid recording, then ``change(frame, steps, scopes)`` applied to its tables."""
+    rec = recording(DDP_LIKE + [("all_reduce", 1 << 16, 0.8, 0.8, 0.85, False, (0, 1))])
+    change(rec.frame, rec.steps, rec.scopes)
+    return rec
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda f, s, c: f.__setitem__("end_s", float("nan")),
+     r"row 0 of the recording \(rank 0, step 0, all_reduce #0\): it has no end time: .*TORCH_NCCL_ENABLE_TIMING=1"),
+    (lambda f, s, c: f.loc.__setitem__((3, "end_s"), 0.1),
+     r"row 3 of the recording \(rank 1, step 0, all_reduce #0\): it ends before it is issued"),
+    (lambda f, s, c: f.loc.__setitem__((2, "issued_s"), float("inf")), r"row 2 .*: it has no issue time"),
+    (lambda f, s, c: f.__setitem__("group_size", 0), r"row 0 .*: its group_size is not a whole number of ranks of at"),
+    (lambda f, s, c: f.loc.__setitem__((1, "bytes"), -8), r"row 1 .*: its bytes are not a number of bytes >= 0"),
+    (lambda f, s, c: f.at.__setitem__((0, "group_ranks"), (0, 1, 2, 7)),
+     r"row 0 .*: its group_ranks name rank 7, but the recording comes from 4 ranks \(0..3\)"),
+    (lambda f, s, c: f.at.__setitem__((6, "group_ranks"), (0, 1, 3, 3)),
+     r"row 6 of the recording \(rank 2, step 0, all_reduce #0\): rank 2 is not in its group \[0, 1, 3, 3\]"),
+    (lambda f, s, c: f.at.__setitem__((0, "group_size"), 3), r"row 0 .*: group_size 3 but 4 group_ranks"),
+    (lambda f, s, c: s.loc.__setitem__((1, "end_s"), -1.0), r"step 0 of rank 1 runs from 0.0 to -1.0 s"),
+    (lambda f, s, c: s.loc.__setitem__((2, "start_s"), float("nan")), r"step 0 of rank 2 runs from nan"),
+    (lambda f, s, c: f.loc.__setitem__((5, "step"), 3), r"row 5 .*: the recording's steps have no step 3 for rank 1"),
+])
+def test_impossible_rows_are_refused_naming_the_row_and_the_fix(change, message):
+    rec = _edited(change)
+    with pytest.raises(ValueError, match=message) as caught:
+        replay(rec, "nvswitch8")
+    assert "\n" not in str(caught.value)
+
+
+def test_missing_tables_and_columns_are_one_line_not_a_key_error():
+    rec = recording(DDP_LIKE)
+    rec.frame = rec.frame.drop(columns=["seq", "issued_s"])
+    with pytest.raises(ValueError, match=r"the recording's frame lacks the columns \['seq', 'issued_s'\]: replay takes"):
+        replay(rec, "nvswitch8")
+    rec = recording(DDP_LIKE)
+    rec.steps = rec.steps.drop(columns=["end_s"])
+    with pytest.raises(ValueError, match=r"steps lacks the columns \['end_s'\]"):
+        replay(rec, "nvswitch8")
+    rec = recording(DDP_LIKE)
+    rec.world_size = 0
+    with pytest.raises(ValueError, match="world_size must be a whole number of ranks >= 1, not 0"):
+        replay(rec, "nvswitch8")
+    rec = recording(DDP_LIKE)
+    rec.scopes = pd.DataFrame([dict(rank=0, step=0, name="AddmmBackward0", start_s=0.2, end_s=float("nan"))])
+    with pytest.raises(ValueError, match=r"compute scope 0 of the recording \(AddmmBackward0, rank 0\) has no start"):
+        replay(rec, "nvswitch8")
+
+
+def test_rows_outside_the_marked_steps_and_point_to_point_rows_are_accepted():
+    rec = recording(DDP_LIKE + [("send", 4096, 0.6, 0.6, 0.61, False)])
+    rec.frame.loc[rec.frame["seq"] == 1, "step"] = -1                # issued between marked steps: in no step
+    r = replay(rec, "nvswitch8")
+    assert set(r.collectives["step"]) == {-1, 0} and r.steps.index.tolist() == [0]

@@ -16,8 +16,9 @@ MODULES = ["labcore.sim", "labcore.sim.trace", "labcore.sim.collectives", "labco
            "labcore.sim.schedules._parts", "labcore.sim.schedules.ring", "labcore.sim.schedules.tree",
            "labcore.sim.schedules.recursive", "labcore.sim.schedules.hierarchical",
            "labcore.sim.schedules.switch", "labcore.sim.schedules.alltoall", "labcore.sim.schedules.bruck",
-           "labcore.sim.tuner", "labcore.sim.calibration", "labcore.sim.sweeps", "labcore.sim.cli", "labcore.sim.trees",
-           "labcore.sim.presets_scale"]
+           "labcore.sim.tuner", "labcore.sim.calibration", "labcore.sim.sweeps", "labcore.sim.cli", "labcore.sim.tree_shapes", "labcore.sim.trees",
+           "labcore.sim.presets_scale", "labcore.sim.presets", "labcore.sim.presets.preset", "labcore.sim.presets.catalog",
+           "labcore.sim.scaleout", "labcore.collectives"]
 
 
 @pytest.mark.live

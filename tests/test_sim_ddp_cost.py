@@ -6,7 +6,7 @@ import pytest
 import labcore as lc
 from labcore.sim import tuner
 from labcore.sim.ddp_step import MIB, ddp_buckets, predict_ddp_step, steps_table
-from labcore.sim.pricing import EXAMPLE_PRICES, compute_seconds, cost_table, step_cost
+from labcore.sim.pricing import EXAMPLE_PRICES, compute_seconds, price_steps, step_cost
 
 
 def test_buckets_follow_torchs_reducer():
@@ -102,17 +102,17 @@ def test_compute_seconds_is_six_flops_per_parameter_and_token():
         compute_seconds(1e9, 1000, mfu=0)
 
 
-def test_cost_table_prices_waiting_and_serial_steps():
+def test_price_steps_prices_waiting_and_serial_steps():
     steps = [predict_ddp_step(14 * 10 ** 9, "multinode", compute_s=0.2),
              predict_ddp_step(14 * 10 ** 9, "multinode", compute_s=0.2, cap_bytes=MIB, first_cap_bytes=None)]
-    costs = cost_table(steps, usd_per_gpu_hour=8.0, n_steps=1000)
+    costs = price_steps(steps, usd_per_gpu_hour=8.0, n_steps=1000)
     for s, row in zip(steps, costs.itertuples()):
         assert row.usd == pytest.approx(s.step_s * 32 * 8.0 / 3600 * 1000)
         assert row.usd_waiting == pytest.approx(s.exposed_s * 32 * 8.0 / 3600 * 1000)
         assert 0 <= row.usd_waiting <= row.usd <= row.usd_if_serial
     assert costs["usd_waiting"].iloc[1] > costs["usd_waiting"].iloc[0]
     with pytest.raises(ValueError):
-        cost_table(steps, 8.0, n_steps=0)
+        price_steps(steps, 8.0, n_steps=0)
 
 
 def test_example_prices_say_where_they_come_from():

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from labcore.sim import tuner as T
-from labcore.sim.tuner import Graph, Machine
+from labcore.sim.tuner import Machine, TopoGraph
 
 H100 = T.MACHINES["dgx_h100"]      # 8 GPUs, 1 node; ring/tree 12 ch x 30 GB/s NVL; NVLS 8 ch 40/60; Intel
 IB = T.MACHINES["dgx_h100_ib"]     # 4 nodes x 8; ring/tree 8 ch x 45 GB/s NVL/PXN; NVLS 8 ch 40/48; Intel
@@ -125,7 +125,7 @@ def test_pcie_box_has_no_ll128_and_pci_latencies():
 
 
 def test_ll128_default_depends_on_generation_and_path():
-    ring = Graph(4, 20.0, type_intra="NVL", type_inter="PXN", same_channels=False)
+    ring = TopoGraph(4, 20.0, type_intra="NVL", type_inter="PXN", same_channels=False)
     ampere = Machine(16, 2, "ampere", ring=ring, tree=replace(ring, pattern="balanced_tree"))
     assert ("Ring", "LL128") not in entries(ampere, "AllReduce")       # before Hopper: up to PXB only
     hopper = replace(ampere, gpu="hopper")
@@ -148,8 +148,8 @@ def test_blackwell_caps():
 
 def test_collnet_direct_chain_and_nvls_across_nodes():
     sharp = replace(IB, collnet=True, collnet_heads=8,
-                    collnet_chain=Graph(8, 45.0, type_inter="PXN", pattern="tree"),
-                    collnet_direct=Graph(8, 45.0, type_inter="PXN", pattern="collnet_direct"))
+                    collnet_chain=TopoGraph(8, 45.0, type_inter="PXN", pattern="tree"),
+                    collnet_direct=TopoGraph(8, 45.0, type_inter="PXN", pattern="collnet_direct"))
     got = entries(sharp, "AllReduce")
     # CollNetDirect: bwIntra (CollNet always), GPU/NIC factor 8/8 -> 1, x .85 on Hopper; latency
     # 2 (1 NVLink hop 3.7 + 7 x 0.4 arity) + net 31. CollNetChain: 2 x 7 x 2.8 + 30.
@@ -170,7 +170,7 @@ def test_collnet_direct_chain_and_nvls_across_nodes():
 
 
 def test_pat_one_gpu_per_node():
-    g = Graph(2, 24.0, type_intra="LOC", type_inter="PIX", pattern="tree")
+    g = TopoGraph(2, 24.0, type_intra="LOC", type_inter="PIX", pattern="tree")
     m = Machine(8, 8, "hopper", ring=replace(g, pattern="ring"), tree=g)
     ag = entries(m, "AllGather")
     # PAT: tree graph, bwInter (8 nodes) x 2 ch x .75, no algbw conversion; latency 8 + log2(8) x
@@ -200,8 +200,8 @@ def test_tree_correction_factor_table_and_range():
 
 
 def test_nvls_tree_correction_only_on_blackwell_x86():
-    nvls = Graph(8, 80.0, 96.0, type_inter="PIX", same_channels=False, pattern="nvls")
-    ring = Graph(16, 45.0, type_inter="PXN", same_channels=False)
+    nvls = TopoGraph(8, 80.0, 96.0, type_inter="PIX", same_channels=False, pattern="nvls")
+    ring = TopoGraph(16, 45.0, type_inter="PXN", same_channels=False)
     m = Machine(16, 2, "blackwell", ring=ring, tree=replace(ring, pattern="balanced_tree"), nvls=nvls)
     base = min(80 * 0.74 * 7 / 8 * 2, 96 * 2, 96.0) * 8 * 16 / 30        # 2 nodes: bwInter x2, cap 96
     at = {o.name: o for o in T.options("all_reduce", 1 << 29, m)}
@@ -221,8 +221,8 @@ def test_ring_plateau_threshold():
 
     assert ring_simple(edge - 1).latency_us == pytest.approx(lat)
     assert ring_simple(edge).latency_us == pytest.approx(lat * 1.4)
-    volta = Machine(16, 2, "volta", ring=Graph(4, 20.0, type_inter="PHB", same_channels=False),
-                    tree=Graph(4, 20.0, type_inter="PHB", pattern="balanced_tree"))
+    volta = Machine(16, 2, "volta", ring=TopoGraph(4, 20.0, type_inter="PHB", same_channels=False),
+                    tree=TopoGraph(4, 20.0, type_inter="PHB", pattern="balanced_tree"))
     v_lat = 8.4 + 28 * max(3.4, 3.0) + 2 * 14.0
     assert ring_simple(64 * 8 * 16, volta).latency_us == pytest.approx(v_lat * 1.9)   # before Ampere
     assert next(o for o in T.options("all_reduce", 1 << 20, H100) if o.name == "Ring/Simple").latency_us \
@@ -303,14 +303,14 @@ def test_bad_inputs_name_the_fix():
     with pytest.raises(ValueError, match="collnet_chain"):
         replace(IB, collnet=True)
     with pytest.raises(ValueError, match="type_intra"):
-        Graph(4, 20.0, type_intra="NVLINK")
+        TopoGraph(4, 20.0, type_intra="NVLINK")
     with pytest.raises(ValueError, match="gpu"):
         replace(H100, gpu="pascal")
 
 
 def test_old_names_still_work():
     assert T.MACHINES["nvswitch8"] is H100 and T.MACHINES["multinode"] is IB
-    frame = T.sweep("all_reduce", H100, [8, 1 << 20, 1 << 30])
+    frame = T.cost_sweep("all_reduce", H100, [8, 1 << 20, 1 << 30])
     assert frame.groupby("size")["chosen"].sum().tolist() == [1, 1, 1]
     assert T.predict("all_reduce", 8, H100).name == T.table("all_reduce", 8, H100)[3].name == "Ring/LL"
 

@@ -86,8 +86,9 @@ def check_collective(op: str, nranks: int, redop: str, root: int) -> str:
         extra = (" (NCCL's premultiplied sum is not in torch.distributed)" if redop == "mulsum" else
                  " (the lab runs one reduction at a time)" if redop == "all" else "")
         raise ValueError(f"unknown reduction (-o) {redop!r}{extra}; use one of {', '.join(_ops.REDOPS)}")
-    if name in ("sendrecv", "hypercube") and nranks < 2:
-        raise ValueError(f"{name} needs at least 2 ranks: use -g 2 (world_size=2) or more")
+    if name in _ops.OPS and nranks < _ops.OPS[name].min_ranks:
+        least = _ops.OPS[name].min_ranks
+        raise ValueError(f"{name} needs at least {least} ranks: use -g {least} (world_size={least}) or more")
     if name in _ops.OPS and _ops.OPS[name].power_of_two and nranks & (nranks - 1):
         raise ValueError(f"{name} needs a power-of-two number of ranks (nccl-tests skips others), "
                          f"not {nranks}: use -g {1 << (nranks.bit_length() - 1)}")

@@ -241,8 +241,9 @@ def measure(spec: dict) -> list[dict]:
     op = _ops.OPS[name]
     type_name, dtype = dtype_of(spec["dtype"])
     n, rank = dist.get_world_size(), dist.get_rank()
-    if name in ("sendrecv", "hypercube") and n < 2:
-        raise ValueError(f"{name} needs at least 2 ranks: start the cluster with world_size >= 2")
+    if n < op.min_ranks:
+        raise ValueError(f"{name} needs at least {op.min_ranks} ranks: start the cluster with world_size >= "
+                         f"{op.min_ranks}")
     if op.power_of_two and n & (n - 1):
         raise ValueError(f"{name} needs a power-of-two number of ranks, not {n}")
     if op.rooted and not 0 <= spec["root"] < n:

@@ -87,6 +87,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from labcore import collectives as _collectives
+
 __all__ = ["record", "Recorder", "Recording", "combine", "record_cell", "FR_ENV"]
 
 FR_ENV = {"TORCH_FR_BUFFER_SIZE": "2000"}
@@ -97,10 +99,7 @@ _ITEMSIZE = {"Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Long": 8, "Int"
              "Char": 1, "Byte": 1, "Bool": 1, "ComplexFloat": 8, "ComplexDouble": 16,
              "Float8_e4m3fn": 1, "Float8_e5m2": 1}
 # torch.distributed API functions whose name says what was asked when the backend runs something else
-_API_OP = {"reduce_scatter_single": "reduce_scatter", "reduce_scatter_tensor": "reduce_scatter",
-           "reduce_scatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter",
-           "all_gather_single": "all_gather", "all_gather_into_tensor": "all_gather",
-           "_all_gather_base": "all_gather", "all_to_all_single": "all_to_all"}
+_API_OP = _collectives.TORCH_NAMES
 _P2P = {"send", "recv", "recvAnySource"}
 _COLUMNS = ["rank", "step", "op", "bytes", "in_bytes", "out_bytes", "dtype", "group", "group_ranks",
             "group_size", "seq", "issued_s", "start_s", "end_s", "time_us", "overlapped", "frame", "via",
@@ -684,15 +683,9 @@ def _length(spans) -> float:
 
 
 def _busbw_factor(op: str, n: int) -> float:
-    if n <= 1:
-        return 0.0
-    if op == "all_reduce":
-        return 2 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
-        return (n - 1) / n
-    if op == "barrier":
-        return 0.0
-    return 1.0
+    """nccl-tests' factor of a collective (:mod:`labcore.collectives`); 1 for an op it does not describe."""
+    spec = _collectives.COLLECTIVES.get(op)
+    return 0.0 if n <= 1 else spec.busbw_factor(n) if spec else 1.0
 
 
 def combine(recordings) -> Recording:

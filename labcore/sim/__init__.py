@@ -22,15 +22,17 @@ import numbers
 
 import numpy as np
 
-from labcore.sim import cost, engine, presets_scale, topologies, tuner
+from labcore.sim import cost, engine, topologies, tuner
+from labcore.sim import presets, scaleout
+from labcore.sim import presets_scale  # noqa: F401 (deprecated names, kept one release; not in __all__)
 from labcore.sim.calibration import Calibration, calibrate
 from labcore.sim.collectives import REDUCE_OPS
 from labcore.sim.ddp_step import DDPStep, ddp_buckets, predict_ddp_step, steps_table
 from labcore.sim.engine import run
-from labcore.sim.pricing import EXAMPLE_PRICES, GpuPrice, compute_seconds, cost_table, step_cost
+from labcore.sim.pricing import EXAMPLE_PRICES, GpuPrice, compute_seconds, price_steps, step_cost
 from labcore.sim.replays import Replay, replay
 from labcore.sim.schedules import ALGORITHMS, build
-from labcore.sim.sweeps import sweep
+from labcore.sim.sweeps import simulate_sizes
 from labcore.sim.topology import Topology
 from labcore.sim.trace import Layout, Schedule, ScheduleError, Trace, Transfer
 
@@ -56,7 +58,8 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
     ranks : number of ranks (any number from 1).
     nbytes : message size S in bytes, as nccl-tests reports it for ``op``.
     topology : a topology from :mod:`labcore.sim.topologies`, or a preset name such as
-        ``"nvswitch8"``; default ``uniform(ranks)`` (1 us, 10 GB/s per link).
+        ``"nvswitch8"`` or ``"dgx_h100_ib"`` (:mod:`labcore.sim.presets`, built for ``ranks``);
+        default ``uniform(ranks)`` (1 us, 10 GB/s per link).
     reduce_op : "sum", "max", "min" or "prod".
     values : move real numbers (needed by ``verify()``); False times only, for big runs.
     contention : transfers that share a link share its bandwidth.
@@ -83,7 +86,7 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
     if topology is None:
         topo = topologies.uniform(ranks)
     elif isinstance(topology, str):
-        topo = topologies.preset(topology, ranks)
+        topo = presets.topology(topology, ranks)
     else:
         topo = topology
     if topo.ranks != ranks:
@@ -212,6 +215,19 @@ def _options(op, algo, ranks, nbytes, topo, view, given) -> dict:
 
 
 __all__ = ["simulate", "run", "build", "ALGORITHMS", "NCCL_ALGORITHMS", "Schedule", "Transfer", "Layout", "Trace",
-           "ScheduleError", "topologies", "presets_scale", "cost", "tuner", "calibrate", "Calibration", "sweep", "replay", "Replay",
+           "ScheduleError", "topologies", "presets", "scaleout", "cost", "tuner", "calibrate", "Calibration", "simulate_sizes", "replay", "Replay",
            "DDPStep", "ddp_buckets", "predict_ddp_step", "steps_table", "EXAMPLE_PRICES", "GpuPrice", "compute_seconds",
-           "cost_table", "step_cost"]
+           "price_steps", "step_cost"]
+
+# Old names, kept for one release: they warn and forward.
+_RENAMED = {"sweep": ("simulate_sizes", lambda: simulate_sizes), "cost_table": ("price_steps", lambda: price_steps)}
+
+
+def __getattr__(name: str):
+    if name in _RENAMED:
+        import warnings
+
+        new, value = _RENAMED[name]
+        warnings.warn(f"lc.sim.{name} is deprecated: use lc.sim.{new}", DeprecationWarning, stacklevel=2)
+        return value()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

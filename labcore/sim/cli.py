@@ -15,7 +15,8 @@ import argparse
 import re
 import sys
 
-from labcore.sim import MAX_RANKS, simulate, topologies, tuner
+from labcore.collectives import COLLECTIVES
+from labcore.sim import MAX_RANKS, presets, simulate, tuner
 from labcore.sim.schedules import ALGORITHMS
 from labcore.sim.trace import ScheduleError, _fmt_bytes
 
@@ -74,8 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-b", "--minbytes", type=parse_size, help="sweep: smallest size")
     p.add_argument("-e", "--maxbytes", type=parse_size, help="sweep: largest size")
     p.add_argument("-f", "--stepfactor", type=_positive, default=2, help="sweep: size multiplier, 2 or more (default 2)")
-    p.add_argument("--topology", default="uniform", choices=sorted(topologies.PRESETS),
-                   help="machine (default uniform)")
+    p.add_argument("--topology", default="uniform", choices=list(presets.PRESETS),
+                   help="machine, a preset of labcore.sim.presets, built for -n ranks (default uniform)")
     p.add_argument("--protocol", default="auto", help="NCCL protocol on presets that describe them: auto (the "
                    "fastest), LL, LL128, Simple, NVLS")
     p.add_argument("--reduce-op", default="sum", choices=["sum", "max", "min", "prod"])
@@ -89,19 +90,19 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _machine(name: str, topo) -> tuner.Machine:
-    """The tuner's machine for a simulator preset, with the topology's ranks and nodes."""
-    preset = name if name in ("multinode", "pcie8") else "nvswitch8"
-    return tuner.MACHINES[preset].with_ranks(topo.ranks, nodes=topo.nodes)
-
-
 def _choose(args, topo, size: int) -> tuple[str, str]:
-    """(simulator algorithm, note) for --algo auto at ``size`` bytes."""
-    machine = _machine(args.topology, topo)
+    """(simulator algorithm, note) for --algo auto at ``size`` bytes: NCCL's tuner's pick on the
+    preset's own tuner machine; one line saying why where there is none."""
+    try:
+        machine = presets.tuner_for(topo)
+    except presets.NoTuner as why:
+        raise ValueError(f"--algo auto needs NCCL's tuner, and {why}; use --algo best (the fastest as "
+                         "simulated) or name an algorithm") from None
     choice = tuner.predict(args.op, size, machine)
-    algo = tuner.SIM_ALGORITHM[choice.algorithm]
-    if args.op != "all_reduce":
-        algo = "ring" if args.op in ("all_gather", "reduce_scatter") else "chain"
+    algo = tuner.SIM_ALGORITHM[choice.algorithm] if args.op == "all_reduce" else COLLECTIVES[args.op].ring
+    if algo is None:
+        raise ValueError(f"NCCL's tuner picks {choice.name} for {args.op}, which the simulator has no schedule for; "
+                         f"name one with --algo ({', '.join(sorted(ALGORITHMS[args.op]))})")
     if algo == "nvls" and topo.switch_agents == 0:
         algo = "ring"
     note = (f"NCCL's tuner picks {choice.name} ({choice.time_us:.1f} us predicted on {machine.ranks} ranks, "
@@ -149,7 +150,7 @@ def _run(args) -> int:
     _check(args)
     if args.size is None:
         args.size = DEFAULT_SIZE
-    topo = topologies.preset(args.topology, args.ranks)
+    topo = presets.topology(args.topology, args.ranks)
     options = {k: v for k, v in (("pipeline", args.pipeline), ("gpus_per_node", args.gpus_per_node),
                                  ("root", args.root), ("channels", args.channels)) if v is not None}
     protocol = None if args.protocol.lower() == "none" else args.protocol

@@ -3,7 +3,9 @@
 ``nbytes`` is the size nccl-tests prints for the collective (and the ``n`` of
 the closed forms): the whole vector for all_reduce, reduce_scatter's input,
 all_gather's output, broadcast/reduce's buffer, all_to_all's per-rank buffer.
-busbw factors follow nccl-tests doc/PERFORMANCE.md.
+The collectives, their roles (whose input each chunk starts from, who must end
+with it) and busbw factors are described once, in :mod:`labcore.collectives`;
+this module turns the roles into the buffer states the engine checks.
 
 Example
 -------
@@ -16,11 +18,25 @@ from __future__ import annotations
 
 import numpy as np
 
-COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all")
+from labcore import collectives as _spec
+
+COLLECTIVES = tuple(c.name for c in _spec.COLLECTIVES.values() if c.sim)
+"""The collectives the simulator plays (those with a default algorithm)."""
 REDUCE_OPS = ("sum", "max", "min", "prod")
 
 _UFUNC = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
 _IDENTITY = {"sum": 0.0, "max": -np.inf, "min": np.inf, "prod": 1.0}
+
+
+def _blocked(collective: str) -> bool:
+    """all_to_all-like: chunks are blocks from one rank to another (ranks**2 of them)."""
+    return _spec.COLLECTIVES[collective].sources == "sender"
+
+
+def _sliced(collective: str) -> bool:
+    """Chunks belong to the rank whose slice they are (a multiple of ranks of them)."""
+    spec = _spec.COLLECTIVES[collective]
+    return "owner" in (spec.sources, spec.sinks)
 
 
 def check(collective: str, ranks: int, chunks: int, root: int = 0) -> None:
@@ -31,27 +47,22 @@ def check(collective: str, ranks: int, chunks: int, root: int = 0) -> None:
         raise ValueError(f"ranks must be at least 1, got {ranks}")
     if chunks < 1:
         raise ValueError(f"chunks must be at least 1, got {chunks}")
-    if collective in ("all_gather", "reduce_scatter") and chunks % ranks:
+    if _sliced(collective) and chunks % ranks:
         raise ValueError(f"{collective} needs chunks to be a multiple of ranks ({ranks}), got {chunks}")
-    if collective == "all_to_all" and chunks % (ranks * ranks):
-        raise ValueError(f"all_to_all needs chunks to be a multiple of ranks**2 ({ranks * ranks}), got {chunks}")
+    if _blocked(collective) and chunks % (ranks * ranks):
+        raise ValueError(f"{collective} needs chunks to be a multiple of ranks**2 ({ranks * ranks}), got {chunks}")
     if not 0 <= root < ranks:
         raise ValueError(f"root must be a rank in 0..{ranks - 1}, got {root}")
 
 
 def busbw_factor(collective: str, ranks: int) -> float:
-    """nccl-tests' busbw/algbw factor (doc/PERFORMANCE.md)."""
-    n = ranks
-    if collective == "all_reduce":
-        return 2 * (n - 1) / n
-    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    return 1.0
+    """nccl-tests' busbw/algbw factor (doc/PERFORMANCE.md), from :mod:`labcore.collectives`."""
+    return _spec.COLLECTIVES[collective].busbw_factor(ranks)
 
 
 def chunk_bytes(collective: str, ranks: int, nbytes: float, chunks: int) -> float:
     """Bytes in one chunk."""
-    if collective == "all_to_all":
+    if _blocked(collective):
         return nbytes * ranks / chunks
     return nbytes / chunks
 
@@ -67,48 +78,43 @@ def _blocks(ranks: int, chunks: int) -> tuple[np.ndarray, np.ndarray]:
     return block // ranks, block % ranks
 
 
+def _role(role: str, ranks: int, chunks: int, root: int) -> np.ndarray | None:
+    """(ranks, chunks) bool: which ranks play ``role`` for every chunk; None for "all"."""
+    if role == "all":
+        return None
+    if role == "owner":
+        rank_of = owner(ranks, chunks)
+    elif role == "root":
+        rank_of = np.full(chunks, root)
+    else:                                  # "sender" / "receiver": all_to_all's blocks
+        rank_of = _blocks(ranks, chunks)[0 if role == "sender" else 1]
+    return rank_of[None, :] == np.arange(ranks)[:, None]
+
+
 def initial(collective: str, ranks: int, chunks: int, root: int = 0) -> np.ndarray:
-    """(ranks, chunks, ranks) bool: whose contribution each rank's chunk holds before the first step."""
-    P, C = ranks, chunks
-    holds = np.zeros((P, C, P), dtype=bool)
-    r = np.arange(P)
-    if collective in ("all_reduce", "reduce_scatter", "reduce"):
+    """(ranks, chunks, ranks) bool: whose contribution each rank's chunk holds before the first step:
+    every source of a chunk holds its own contribution in it."""
+    spec = _spec.COLLECTIVES[collective]
+    sources = _role(spec.sources, ranks, chunks, root)
+    holds = np.zeros((ranks, chunks, ranks), dtype=bool)
+    r = np.arange(ranks)
+    if sources is None:
         holds[r, :, r] = True
-    elif collective == "all_gather":
-        own = owner(P, C)
-        holds[own, np.arange(C), own] = True
-    elif collective == "broadcast":
-        holds[root, :, root] = True
-    elif collective == "all_to_all":
-        src, _ = _blocks(P, C)
-        holds[src, np.arange(C), src] = True
+    else:
+        k, c = np.nonzero(sources)
+        holds[k, c, k] = True
     return holds
 
 
 def target(collective: str, ranks: int, chunks: int, root: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(want, care): ``want[r, c]`` the contributions rank r's chunk c must end with; ``care[r, c]`` False = any."""
-    P, C = ranks, chunks
-    want = np.zeros((P, C, P), dtype=bool)
-    care = np.ones((P, C), dtype=bool)
-    if collective == "all_reduce":
-        want[:] = True
-    elif collective == "reduce_scatter":
-        own = owner(P, C)
-        care = own[None, :] == np.arange(P)[:, None]
-        want[care] = True
-    elif collective == "all_gather":
-        own = owner(P, C)
-        want[:, np.arange(C), own] = True
-    elif collective == "broadcast":
-        want[:, :, root] = True
-    elif collective == "reduce":
-        care[:] = False
-        care[root] = True
-        want[root] = True
-    elif collective == "all_to_all":
-        src, dst = _blocks(P, C)
-        care = dst[None, :] == np.arange(P)[:, None]
-        want[dst, np.arange(C), src] = True
+    """(want, care): ``want[r, c]`` the contributions rank r's chunk c must end with (every source of
+    chunk c); ``care[r, c]`` whether rank r must end with chunk c (it is a sink of it; False = any)."""
+    spec = _spec.COLLECTIVES[collective]
+    sources = _role(spec.sources, ranks, chunks, root)
+    sinks = _role(spec.sinks, ranks, chunks, root)
+    care = np.ones((ranks, chunks), dtype=bool) if sinks is None else sinks
+    contributors = np.ones((chunks, ranks), dtype=bool) if sources is None else sources.T
+    want = care[:, :, None] & contributors[None, :, :]
     return want, care
 
 

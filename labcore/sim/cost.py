@@ -41,12 +41,13 @@ single-port bandwidth bound 2(n-1)/n S beta = 201.3 ms; with one port per rank i
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from labcore.sim.topology import Cut
-from labcore.sim.trees import depths, tree_shapes
+from labcore.sim.tree_shapes import depths, tree_shapes
 
 PIPELINE_SLICE = 512 << 10
 MAX_PIPELINE = 256
@@ -205,7 +206,97 @@ def _undominated(cands) -> list:
     return keep
 
 
-def steps(collective: str, algorithm: str, ranks: int, nbytes: float, ports: str = "multi", **options) -> list:  # noqa: C901 (to be split)
+def _ring_form(collective, p, n, k, channels, ports, options):
+    # ring reduce-scatter + ring all-gather [MPICH ring allgather, CS336: 2(N-1)S/(N W)]
+    phases = {"all_reduce": (1, 1), "reduce_scatter": (1, 0), "all_gather": (0, 1)}[collective]
+    return _ring(p, n, channels, *phases, ports)
+
+
+def _bruck_form(collective, p, n, k, channels, ports, options):
+    # [MPICH] Bruck / recursive halving: lgp alpha + (p-1)/p n beta (+ (p-1)/p n gamma)
+    red = collective == "reduce_scatter"
+    moved = [min(1 << r, p - (1 << r)) * n / p for r in range(math.ceil(math.log2(p)))]
+    return [_step(1, (1, m, m if red else 0)) for m in moved]
+
+
+def _chain_form(collective, p, n, k, channels, ports, options):
+    # pipelined chain: p-1 hops, k pieces, one step apart
+    k = default_pipeline(n) if k is None else k
+    return [_step(p - 1 + k - 1, (1, n / k, 0))]
+
+
+def _binomial_form(collective, p, n, k, channels, ports, options):
+    # [MPICH] binomial: lgp (alpha + n beta) (+ n gamma per round for reduce)
+    return [_step(math.ceil(math.log2(p)), (1, n, n if collective == "reduce" else 0))]
+
+
+def _recursive_doubling_form(collective, p, n, k, channels, ports, options):
+    # [MPICH] lgp (alpha + n beta + n gamma), plus a fold step before and a send-back step after
+    L, extra = _fold(p)
+    return [_step(L + extra, (1, n, n)), _step(extra, (1, n, 0))]
+
+
+def _rabenseifner_form(collective, p, n, k, channels, ports, options):
+    # [MPICH] 2 lgp alpha + 2 (p-1)/p n beta + (p-1)/p n gamma on p' ranks, plus fold/send-back
+    L, extra = _fold(p)
+    halves = [n / (2 << s) for s in range(L)]
+    return ([_step(extra, (1, n, n))] + [_step(1, (1, m, m)) for m in halves]
+            + [_step(1, (1, m, 0)) for m in reversed(halves)] + [_step(extra, (1, n, 0))])
+
+
+def _tree_form(collective, p, n, k, channels, ports, options, double=False):
+    # up then down the tree, pipelined: 2D + k - 1 steps of one piece; the first D + k - 1 reduce
+    k = default_pipeline(n) if k is None else k
+    return _tree_steps(p, n, k, double, options.get("gpus_per_node"), channels, ports)
+
+
+def _hierarchical_form(collective, p, n, k, channels, ports, options):
+    g = options.get("gpus_per_node")
+    if not g or p % g:
+        raise ValueError(f"hierarchical needs gpus_per_node dividing ranks={p}")
+    k = hierarchical_pipeline(n) if k is None else k
+    return _hierarchical_steps(p, n, int(g), k, ports)
+
+
+def _in_network_form(collective, p, n, k, channels, ports, options):
+    # k pieces up (reduced at the switch) and down, one step apart: k + 1 steps; with g GPUs a
+    # node (CollNetDirect) a scatter to the heads before and a broadcast from them after: k + 3
+    k = default_pipeline(n) if k is None else k
+    g = int(options.get("gpus_per_node") or 1)
+    if g == 1:
+        return [_step(k, (1, n / k, n / k)), _step(1, (1, n / k, 0))]
+    return _collnet_steps(n / (k * g), k, g, ports)
+
+
+def _nvls_form(collective, p, n, k, channels, ports, options):
+    # k pushes of n/k (reduced at the switch); each segment is fetched, stored back and multicast
+    k = default_pipeline(n) if k is None else k
+    return _nvls_steps(p, n, k, ports)
+
+
+def _pairwise_form(collective, p, n, k, channels, ports, options):
+    # [MPICH] pairwise: p-1 steps of n/p
+    return [_step(p - 1, (1, n / p, 0))]
+
+
+_FORMS = {
+    ("all_reduce", "ring"): _ring_form, ("reduce_scatter", "ring"): _ring_form, ("all_gather", "ring"): _ring_form,
+    ("all_gather", "bruck"): _bruck_form, ("reduce_scatter", "bruck"): _bruck_form,
+    ("broadcast", "chain"): _chain_form,
+    ("broadcast", "binomial"): _binomial_form, ("reduce", "binomial"): _binomial_form,
+    ("all_reduce", "recursive_doubling"): _recursive_doubling_form,
+    ("all_reduce", "rabenseifner"): _rabenseifner_form,
+    ("all_reduce", "tree"): _tree_form,
+    ("all_reduce", "double_tree"): functools.partial(_tree_form, double=True),
+    ("all_reduce", "hierarchical"): _hierarchical_form,
+    ("all_reduce", "in_network"): _in_network_form,
+    ("all_reduce", "nvls"): _nvls_form,
+    ("all_to_all", "pairwise"): _pairwise_form,
+}
+"""(collective, algorithm) -> its closed form, step by step (see :func:`steps`)."""
+
+
+def steps(collective: str, algorithm: str, ranks: int, nbytes: float, ports: str = "multi", **options) -> list:
     """The algorithm step by step: a list of ``(count, candidates)``; each of the ``count`` steps
     costs the largest of its candidates ``a*alpha + b*beta + c*gamma``.
 
@@ -221,64 +312,14 @@ def steps(collective: str, algorithm: str, ranks: int, nbytes: float, ports: str
     """
     if ports not in PORT_MODELS:
         raise ValueError(f"ports must be one of {', '.join(PORT_MODELS)}, got {ports!r}")
-    p, n = ranks, float(nbytes)
     k = options.get("pipeline")
     channels = max(1, int(options.get("channels") or 1))
-    if p == 1:
+    if ranks == 1:
         return []
-    key = (collective, algorithm)
-    if key in (("all_reduce", "ring"), ("reduce_scatter", "ring"), ("all_gather", "ring")):
-        # ring reduce-scatter + ring all-gather [MPICH ring allgather, CS336: 2(N-1)S/(N W)]
-        phases = {"all_reduce": (1, 1), "reduce_scatter": (1, 0), "all_gather": (0, 1)}[collective]
-        return _ring(p, n, channels, *phases, ports)
-    if key in (("all_gather", "bruck"), ("reduce_scatter", "bruck")):
-        # [MPICH] Bruck / recursive halving: lgp alpha + (p-1)/p n beta (+ (p-1)/p n gamma)
-        red = collective == "reduce_scatter"
-        moved = [min(1 << r, p - (1 << r)) * n / p for r in range(math.ceil(math.log2(p)))]
-        return [_step(1, (1, m, m if red else 0)) for m in moved]
-    if key == ("broadcast", "chain"):
-        # pipelined chain: p-1 hops, k pieces, one step apart
-        k = default_pipeline(n) if k is None else max(1, int(k))
-        return [_step(p - 1 + k - 1, (1, n / k, 0))]
-    if key in (("broadcast", "binomial"), ("reduce", "binomial")):
-        # [MPICH] binomial: lgp (alpha + n beta) (+ n gamma per round for reduce)
-        return [_step(math.ceil(math.log2(p)), (1, n, n if collective == "reduce" else 0))]
-    if key == ("all_reduce", "recursive_doubling"):
-        # [MPICH] lgp (alpha + n beta + n gamma), plus a fold step before and a send-back step after
-        L, extra = _fold(p)
-        return [_step(L + extra, (1, n, n)), _step(extra, (1, n, 0))]
-    if key == ("all_reduce", "rabenseifner"):
-        # [MPICH] 2 lgp alpha + 2 (p-1)/p n beta + (p-1)/p n gamma on p' ranks, plus fold/send-back
-        L, extra = _fold(p)
-        halves = [n / (2 << s) for s in range(L)]
-        return ([_step(extra, (1, n, n))] + [_step(1, (1, m, m)) for m in halves]
-                + [_step(1, (1, m, 0)) for m in reversed(halves)] + [_step(extra, (1, n, 0))])
-    if key in (("all_reduce", "tree"), ("all_reduce", "double_tree")):
-        # up then down the tree, pipelined: 2D + k - 1 steps of one piece; the first D + k - 1 reduce
-        k = default_pipeline(n) if k is None else max(1, int(k))
-        return _tree_steps(p, n, k, algorithm == "double_tree", options.get("gpus_per_node"), channels, ports)
-    if key == ("all_reduce", "hierarchical"):
-        g = options.get("gpus_per_node")
-        if not g or p % g:
-            raise ValueError(f"hierarchical needs gpus_per_node dividing ranks={p}")
-        k = hierarchical_pipeline(n) if k is None else max(1, int(k))
-        return _hierarchical_steps(p, n, int(g), k, ports)
-    if key == ("all_reduce", "in_network"):
-        # k pieces up (reduced at the switch) and down, one step apart: k + 1 steps; with g GPUs a
-        # node (CollNetDirect) a scatter to the heads before and a broadcast from them after: k + 3
-        k = default_pipeline(n) if k is None else max(1, int(k))
-        g = int(options.get("gpus_per_node") or 1)
-        if g == 1:
-            return [_step(k, (1, n / k, n / k)), _step(1, (1, n / k, 0))]
-        return _collnet_steps(n / (k * g), k, g, ports)
-    if key == ("all_reduce", "nvls"):
-        # k pushes of n/k (reduced at the switch); each segment is fetched, stored back and multicast
-        k = default_pipeline(n) if k is None else max(1, int(k))
-        return _nvls_steps(p, n, k, ports)
-    if key == ("all_to_all", "pairwise"):
-        # [MPICH] pairwise: p-1 steps of n/p
-        return [_step(p - 1, (1, n / p, 0))]
-    raise ValueError(f"no closed form for {collective}/{algorithm}")
+    form = _FORMS.get((collective, algorithm))
+    if form is None:
+        raise ValueError(f"no closed form for {collective}/{algorithm}")
+    return form(collective, ranks, float(nbytes), None if k is None else max(1, int(k)), channels, ports, options)
 
 
 def coefficients(collective: str, algorithm: str, ranks: int, nbytes: float, ports: str = "multi",

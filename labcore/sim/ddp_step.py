@@ -47,9 +47,6 @@ MIB = 1 << 20
 DEFAULT_CAP_BYTES = 25 * MIB          # torch DDP's bucket_cap_mb default, 25 MiB
 DEFAULT_FIRST_CAP_BYTES = 1 * MIB     # torch's _DEFAULT_FIRST_BUCKET_BYTES
 BACKWARD_FRACTION = 2 / 3
-# Presets whose machine NCCL's tuner models (labcore.sim.tuner.MACHINES), by preset name.
-TUNER_MACHINES = {"nvswitch8": "nvswitch8", "pcie8": "pcie8", "multinode": "multinode",
-                  "dgx_h100_ib": "dgx_h100_ib"}
 
 
 def ddp_buckets(param_bytes, cap_bytes: int = DEFAULT_CAP_BYTES,
@@ -96,17 +93,26 @@ def _positive_int(name: str, value) -> int:
 
 
 def _topology(topology, ranks, nodes):
-    """(topology object, preset name or None) for a preset name or a topology object."""
-    from labcore.sim import presets_scale, topologies
+    """(topology object, label) for a preset name or a topology object."""
+    from labcore.sim import presets
 
     if not isinstance(topology, str):
-        return topology, None
-    if topology in presets_scale.PRESETS:
-        return presets_scale.preset(topology, nodes or 2), topology
-    if topology in topologies.PRESETS:
-        return topologies.preset(topology, ranks), topology
-    raise ValueError(f"unknown topology {topology!r}; choose one of "
-                     f"{', '.join(list(topologies.PRESETS) + list(presets_scale.PRESETS))} or pass a topology")
+        return topology, topology.name
+    return presets.topology(topology, ranks, nodes=nodes), topology
+
+
+def _machine(topo, nccl_algo, timing):
+    """NCCL's tuner machine for ``topo``, or None when there is none and none is needed."""
+    from labcore.sim import presets
+
+    try:
+        return presets.tuner_for(topo)
+    except presets.NoTuner as why:
+        if nccl_algo or timing == "nccl":
+            need = f"NCCL_ALGO={nccl_algo}" if nccl_algo else "timing='nccl'"
+            raise presets.NoTuner(f"{need} needs NCCL's tuner, and {why}; leave nccl_algo=None and "
+                                  "timing='simulator' (the simulator's fastest algorithm)") from None
+        return None
 
 
 def _bucket_time(nbytes: int, topo, machine, nccl_algo, timing: str):
@@ -114,9 +120,6 @@ def _bucket_time(nbytes: int, topo, machine, nccl_algo, timing: str):
     from labcore.sim import simulate, tuner
 
     if machine is None:
-        if nccl_algo:
-            raise ValueError(f"NCCL_ALGO={nccl_algo} needs NCCL's tuner, which has no model of {topo.name!r}; use a "
-                             f"preset it models ({', '.join(TUNER_MACHINES)}) or leave nccl_algo=None")
         trace = simulate("all_reduce", "best", topo.ranks, nbytes, topology=topo, values=False)
         return trace.schedule.algorithm, "(no tuner model)", "simulator (its fastest algorithm)", trace.time_s
     pick = tuner.choose("all_reduce", int(nbytes), machine, algo_env=nccl_algo)
@@ -185,11 +188,12 @@ def predict_ddp_step(param_bytes, topology="nvswitch8", *, compute_s: float, ran
     Parameters
     ----------
     param_bytes : gradient bytes, per parameter in ready order or in total (see :func:`ddp_buckets`).
-    topology : a preset ("nvswitch8", "multinode", "dgx_h100_ib", "ib_8x200", "roce_8x400", ...)
-        or a topology object; NCCL's tuner picks the algorithms on the presets it models.
+    topology : a preset (any of :mod:`labcore.sim.presets`: "nvswitch8", "multinode", "dgx_h100_ib",
+        "ib_8x200", ...) or a topology object; NCCL's tuner picks the algorithms where it has a
+        machine for the preset, the simulator's fastest algorithm elsewhere.
     compute_s : forward + backward seconds of one step on one GPU (an input: see the module).
-    ranks : GPUs for the core presets (nvswitch8: 8, multinode: 32 by default).
-    nodes : nodes for the scale-out presets (default 2).
+    ranks, nodes : the preset's shape (default its own: nvswitch8 8 GPUs, multinode 4 nodes, the
+        other clusters 2 nodes of 8).
     cap_bytes, first_cap_bytes : DDP's bucket limits, in bytes.
     nccl_algo : force NCCL's algorithm as ``NCCL_ALGO`` would ("Ring", "Tree", ...); None: the tuner's pick.
     timing : "simulator" (the simulator's time of the pick; NCCL's cost model where the simulator
@@ -201,8 +205,6 @@ def predict_ddp_step(param_bytes, topology="nvswitch8", *, compute_s: float, ran
     :class:`DDPStep`: ``buckets`` (one row per bucket: bytes, ready_s, start_s, end_s,
     algorithm, nccl, source, predicted_us) and the step's times.
     """
-    from labcore.sim import tuner
-
     for name, value, ok in (("compute_s", compute_s, lambda v: v >= 0),
                             ("backward_fraction", backward_fraction, lambda v: 0 < v <= 1)):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not ok(value):
@@ -210,13 +212,8 @@ def predict_ddp_step(param_bytes, topology="nvswitch8", *, compute_s: float, ran
                              f"not {value!r}")
     if timing not in ("simulator", "nccl"):
         raise ValueError(f"timing must be 'simulator' or 'nccl' (NCCL's cost model), not {timing!r}")
-    topo, preset = _topology(topology, ranks, nodes)
-    machine = None
-    if preset in TUNER_MACHINES:
-        machine = tuner.MACHINES[TUNER_MACHINES[preset]].with_ranks(topo.ranks, topo.nodes)
-    elif timing == "nccl":
-        raise ValueError(f"NCCL's cost model has no machine for {topo.name!r}; use timing='simulator' or a preset "
-                         f"it models ({', '.join(TUNER_MACHINES)})")
+    topo, label = _topology(topology, ranks, nodes)
+    machine = _machine(topo, nccl_algo, timing)
     sizes = ddp_buckets(param_bytes, cap_bytes, first_cap_bytes)
     total = float(sum(sizes))
     forward = compute_s * (1 - backward_fraction)
@@ -230,7 +227,7 @@ def predict_ddp_step(param_bytes, topology="nvswitch8", *, compute_s: float, ran
         clock = start + seconds
         rows.append(dict(bucket=k, bytes=b, ready_s=ready, start_s=start, end_s=clock, algorithm=algorithm,
                          nccl=nccl, source=source, predicted_us=seconds * 1e6))
-    return DDPStep(topology=preset or topo.name, ranks=topo.ranks, nodes=int(topo.nodes), compute_s=float(compute_s),
+    return DDPStep(topology=label, ranks=topo.ranks, nodes=int(topo.nodes), compute_s=float(compute_s),
                    buckets=pd.DataFrame(rows), nccl_algo=nccl_algo, timing=timing)
 
 
@@ -240,4 +237,4 @@ def steps_table(steps: Sequence[DDPStep]) -> pd.DataFrame:
 
 
 __all__ = ["ddp_buckets", "predict_ddp_step", "DDPStep", "steps_table", "MIB", "DEFAULT_CAP_BYTES",
-           "DEFAULT_FIRST_CAP_BYTES", "TUNER_MACHINES"]
+           "DEFAULT_FIRST_CAP_BYTES"]

@@ -110,8 +110,8 @@ def step_summary(step) -> dict:
                 comm_share=(mean["overlap_us"] - mean["compute_us"]) / mean["overlap_us"])
 
 
-def cost_table(steps: Sequence, usd_per_gpu_hour: float, n_steps: int = 1000) -> pd.DataFrame:
-    """Predicted steps priced, one row each: :class:`labcore.sim.ddp_step.DDPStep` objects or
+def price_steps(steps: Sequence, usd_per_gpu_hour: float, n_steps: int = 1000) -> pd.DataFrame:
+    """Predicted steps priced, one row each (``cost_table``, its old name, is kept one release): :class:`labcore.sim.ddp_step.DDPStep` objects or
     replays of recorded steps (:func:`labcore.sim.replay`), mixed as you like.
 
     Columns: the step's :func:`step_summary`, then ``usd_per_step``, ``usd`` for ``n_steps``
@@ -133,3 +133,13 @@ def cost_table(steps: Sequence, usd_per_gpu_hour: float, n_steps: int = 1000) ->
     out = pd.DataFrame(rows)
     out.attrs.update(usd_per_gpu_hour=usd_per_gpu_hour, n_steps=n_steps)
     return out
+
+
+def __getattr__(name: str):
+    if name == "cost_table":         # the old name (NCCL's tuner has a cost_table of its own)
+        import warnings
+
+        warnings.warn("labcore.sim.pricing.cost_table is deprecated: use labcore.sim.price_steps", DeprecationWarning,
+                      stacklevel=2)
+        return price_steps
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

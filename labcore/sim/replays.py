@@ -26,6 +26,16 @@ parameters do not shrink as ranks are added); collectives on sub-groups keep the
 ``placement`` puts rank r on topology rank ``placement[r]`` (e.g. a tensor-parallel pair on one
 node, ``[0, 1]``, or across two, ``[0, 8]`` on ``multinode``).
 
+NCCL's tuner picks the algorithms on a preset it has a machine for (:mod:`labcore.sim.presets`);
+elsewhere (a textbook machine, a fitted one, a preset whose NCCL graphs are not known) the
+collectives run the simulator's default algorithm of each op and ``notes`` says why.
+
+Rows no run can have made are refused before anything is simulated, in one line naming the row
+and the fix: a collective without an issue or end time (NCCL records end times only with
+``TORCH_NCCL_ENABLE_TIMING=1``), one that ends before it is issued, a group of no ranks, a group
+naming ranks the recording does not have or leaving out the row's own rank, a step without an
+end after its start, a row in a step the recording does not bound, missing columns.
+
 Collectives the simulator has no schedule for (send/recv, barrier, scatter, gather, a reduce
 NCCL would run as a ring) are listed with ``status`` "not simulated: ..." and their recorded
 time in ``not_simulated_us``; they are never dropped silently, and left out of the totals.
@@ -38,44 +48,44 @@ Example
 """
 from __future__ import annotations
 
+import heapq
+import math
 import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from labcore.sim import topologies
+from labcore.collectives import COLLECTIVES
+from labcore.sim import presets, topologies
 from labcore.sim.schedules import ALGORITHMS
-from labcore.sim.topology import Graph, Topology
+from labcore.sim.topology import Topology
 
-__all__ = ["replay", "Replay", "recorded_timeline", "nccl_algorithm", "TUNER_MACHINE"]
+__all__ = ["replay", "Replay", "recorded_timeline", "nccl_algorithm"]
 
-# Preset names whose machine NCCL's tuner models (labcore.sim.tuner.MACHINES).
-TUNER_MACHINE = {"nvswitch8": "nvswitch8", "multinode": "multinode", "pcie8": "pcie8"}
-# Link kinds that identify the real-machine presets when a topology object is passed.
-_KIND_MACHINE = (("nic", "multinode"), ("nvls", "nvswitch8"), ("pcie", "pcie8"))
-# Without a tuner (uniform, calibrated...): the bandwidth-optimal algorithm of each op.
-_DEFAULT = {"all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring", "broadcast": "chain",
-            "all_to_all": "pairwise", "reduce": "binomial"}
-# NCCL runs these ops as rings; the simulator's ring-family schedule for each
-_RING = {"all_gather": "ring", "reduce_scatter": "ring", "broadcast": "chain"}
-_NO_SCHEDULE = {"send": "point-to-point: the simulator has no send/recv schedule",
-                "recv": "point-to-point: the simulator has no send/recv schedule",
-                "barrier": "a barrier carries no data; the simulator has no barrier",
-                "scatter": "the simulator has no scatter schedule",
-                "gather": "the simulator has no gather schedule"}
+
+def _no_schedule(op: str) -> str | None:
+    """Why the simulator cannot play ``op`` (None: it can)."""
+    spec = COLLECTIVES.get(op)
+    if spec is not None and spec.sim:
+        return None
+    if spec is not None and spec.point_to_point:
+        return "point-to-point: the simulator has no send/recv schedule"
+    if spec is not None and spec.busbw == "0":
+        return f"a {op} carries no data; the simulator has no {op}"
+    return f"the simulator has no {op} schedule"
 
 
 _COLLECTIVE_COLUMNS = ["step", "op", "bytes", "group", "seq", "ranks", "nodes", "algorithm", "nccl", "protocol",
                        "predicted_us", "recorded_us", "status"]
 
 
-def nccl_algorithm(op: str, nbytes: float, ranks: int, nodes: int, machine: str,
+def nccl_algorithm(op: str, nbytes: float, ranks: int, nodes: int, machine,
                    in_switch: bool = True) -> tuple[str | None, str, str]:
     """What NCCL's tuner picks, as the simulator plays it: (simulator algorithm, NCCL's name for
     the pick, its protocol).
 
-    ``machine`` names a :data:`labcore.sim.tuner.MACHINES` entry, resized to ``ranks`` GPUs on
-    ``nodes`` nodes. All-reduce algorithms map through ``tuner.SIM_ALGORITHM``; the other ops
+    ``machine`` is a :class:`labcore.sim.tuner.Machine` or the name of a
+    :data:`labcore.sim.tuner.MACHINES` entry, resized to ``ranks`` GPUs on ``nodes`` nodes. All-reduce algorithms map through ``tuner.SIM_ALGORITHM``; the other ops
     run as rings. Where the simulator stands in for NCCL's pick (NVLS without a reducing switch
     in the topology, ``in_switch=False``, or PAT), the name says so. The algorithm is None when
     the simulator has no schedule (NCCL reduces with a ring, the simulator only with a binomial
@@ -88,8 +98,9 @@ def nccl_algorithm(op: str, nbytes: float, ranks: int, nodes: int, machine: str,
     """
     from labcore.sim import tuner
 
-    choice = tuner.predict(op, int(nbytes), tuner.MACHINES[machine].with_ranks(ranks, nodes))
-    algorithm = tuner.SIM_ALGORITHM.get(choice.algorithm) if op == "all_reduce" else _RING.get(op)
+    machine = tuner.MACHINES[machine] if isinstance(machine, str) else machine
+    choice = tuner.predict(op, int(nbytes), machine.with_ranks(ranks, nodes))
+    algorithm = tuner.SIM_ALGORITHM.get(choice.algorithm) if op == "all_reduce" else COLLECTIVES[op].ring
     if algorithm is None:
         return None, (f"NCCL's tuner picks {choice.name} for {op}, which the simulator lacks; name one with "
                       f"algorithm={{'{op}': '{sorted(ALGORITHMS.get(op, {'?': 0}))[0]}'}}"), choice.protocol
@@ -106,7 +117,7 @@ class _Placed(Topology):
     channels, with routes, nodes and rings restricted to those ranks (switches kept)."""
 
     _SHARED = ("name", "bandwidth", "latency", "launch_s", "notes", "ports", "channels", "channel_bytes", "issue_s",
-               "protocols", "protocol", "link_kind", "latency_model", "step_s")
+               "protocols", "protocol", "link_kind", "latency_model", "step_s", "preset")
 
     def __init__(self, base: Topology, ranks: list[int]):
         for attr in self._SHARED:
@@ -199,24 +210,23 @@ class Replay:
 
 
 def _resolve_topology(topology, world_size: int | None, recorded: int):
-    """(topology object, tuner machine name or None, label)."""
+    """(topology object, tuner machine or None, label, note: why NCCL's tuner does not pick, or "")."""
     if isinstance(topology, str):
-        if topology not in topologies.PRESETS:
-            raise ValueError(f"unknown topology {topology!r}; choose one of {', '.join(topologies.PRESETS)} "
-                             "or pass a topology object")
-        topo = topologies.preset(topology, world_size) if world_size else topologies.preset(topology)
-        return topo, TUNER_MACHINE.get(topology), topology
-    if hasattr(topology, "params") and hasattr(topology, "fits"):           # a Calibration
+        topo = presets.topology(topology, world_size)
+        label = topology
+    elif hasattr(topology, "params") and hasattr(topology, "fits"):           # a Calibration
         ranks = world_size or recorded
-        return topologies.calibrated(topology, ranks), None, f"calibrated ({ranks} ranks)"
-    if not isinstance(topology, Topology):
+        return topologies.calibrated(topology, ranks), None, f"calibrated ({ranks} ranks)", \
+            "a machine fitted to measurements has no NCCL tuner machine: collectives run the simulator's defaults"
+    elif not isinstance(topology, Topology):
         raise TypeError(f"topology must be a preset name, a labcore.sim topology or a Calibration, not "
                         f"{type(topology).__name__}")
-    machine = None
-    if isinstance(topology, Graph):
-        kinds = {link.kind for link in topology.links}
-        machine = next((m for kind, m in _KIND_MACHINE if kind in kinds), None)
-    return topology, machine, topology.name
+    else:
+        topo, label = topology, topology.name
+    try:
+        return topo, presets.tuner_for(topo), label, ""
+    except presets.NoTuner as why:
+        return topo, None, label, f"{why}; collectives run the simulator's default algorithms"
 
 
 def _check_algorithm(algorithm, ops: set[str]):
@@ -243,18 +253,26 @@ def _choose(op, nbytes, n, nodes, algorithm, machine, in_switch):
     named = algorithm.get(op, "auto") if isinstance(algorithm, dict) else algorithm
     if named != "auto" and named in ALGORITHMS.get(op, {}):
         return named, "named", "auto"
-    if machine is not None and op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"):
+    if machine is not None and COLLECTIVES[op].nccl:
         return nccl_algorithm(op, nbytes, n, nodes, machine, in_switch)
-    return _DEFAULT[op], "default", "auto"
+    return COLLECTIVES[op].sim, "default", "auto"
 
 
-def _check_recording(recording, world_size, topo, placement):
+def _check_type(recording) -> None:
+    """A Recording, with the tables replay reads and a whole number of ranks."""
     if isinstance(recording, (list, tuple)):
         raise TypeError("replay takes one Recording; join the ranks' recordings first: "
                         "lc.live.combine(cl.run(fn))")
     if not all(hasattr(recording, a) for a in ("frame", "scopes", "steps", "world_size")):
         raise TypeError(f"replay takes a Recording (lc.live.record ... rec.recording()), not "
                         f"{type(recording).__name__}")
+    if not _whole(recording.world_size) or recording.world_size < 1:
+        raise ValueError(f"the recording's world_size must be a whole number of ranks >= 1, not "
+                         f"{recording.world_size!r}")
+    _check_columns(recording)
+
+
+def _check_recording(recording, world_size, topo, placement):
     W = int(recording.world_size)
     ranks_seen = set(recording.frame["rank"]) | set(recording.steps["rank"])
     if ranks_seen and max(ranks_seen) >= W:
@@ -279,6 +297,109 @@ def _check_recording(recording, world_size, topo, placement):
         raise ValueError(f"placement must list {size} different ranks of the topology (0..{topo.ranks - 1}), "
                          f"got {placement}")
     return W, size, place
+
+
+_FRAME = ("rank", "step", "op", "bytes", "group", "group_ranks", "group_size", "seq", "issued_s", "end_s", "time_us",
+          "overlapped")
+_SCOPES = ("rank", "step", "name", "start_s", "end_s")
+_STEPS = ("rank", "step", "start_s", "end_s")
+_NO_END = ("it has no end time: replay cannot tell its wait from compute (a rank recorded on NCCL needs "
+           "TORCH_NCCL_ENABLE_TIMING=1 for end times); record it again, or drop the row")
+
+
+def _check_columns(recording) -> None:
+    for what, want in (("frame", _FRAME), ("scopes", _SCOPES), ("steps", _STEPS)):
+        table = getattr(recording, what)
+        missing = [c for c in want if c not in getattr(table, "columns", ())]
+        if missing:
+            raise ValueError(f"the recording's {what} lacks the columns {missing}: replay takes a Recording of "
+                             "lc.live.record or lc.live.read_trace, whose tables have them")
+
+
+def _row_name(frame, i: int) -> str:
+    rank, step, op, seq = (frame[c].iloc[i] for c in ("rank", "step", "op", "seq"))
+    return f"row {i} of the recording (rank {rank}, step {step}, {op} #{seq})"
+
+
+def _first(mask) -> int | None:
+    hit = np.flatnonzero(np.asarray(mask, dtype=bool))
+    return int(hit[0]) if hit.size else None
+
+
+def _check_rows(recording, W: int) -> None:
+    """Refuse a row no run can have made, naming the row and the fix (one line)."""
+    frame = recording.frame
+    issued, end = (_floats(frame[c]) for c in ("issued_s", "end_s"))
+    size, nbytes = _floats(frame["group_size"]), _floats(frame["bytes"])
+    checks = [(~np.isfinite(issued), "it has no issue time (issued_s); record it again, or drop the row"),
+              (~np.isfinite(end), _NO_END),
+              (end < issued, "it ends before it is issued (end_s < issued_s); fix the row's times, or drop it"),
+              (~(size >= 1) | (size != np.round(size)),
+               "its group_size is not a whole number of ranks of at least 1; set it to the size of its group"),
+              (~(nbytes >= 0), "its bytes are not a number of bytes >= 0; fix the row, or drop it")]
+    for bad, why in checks:
+        i = _first(bad)
+        if i is not None:
+            raise ValueError(f"{_row_name(frame, i)}: {why}")
+    _check_groups(frame, W)
+    _check_steps(recording)
+    _check_scopes(recording.scopes)
+
+
+def _check_groups(frame, W: int) -> None:
+    """Every row's group: ranks of the recording, its own rank among them, as many as its size."""
+    seen = set()
+    for i, (rank, members, n) in enumerate(zip(frame["rank"].tolist(), frame["group_ranks"].tolist(),
+                                               frame["group_size"].tolist())):
+        key = (rank, members, n) if isinstance(members, tuple) else None
+        if key in seen:
+            continue
+        members = tuple(members) if isinstance(members, (tuple, list, np.ndarray)) else ()
+        if key is not None:
+            seen.add(key)
+        if not members:
+            continue
+        outside = [m for m in members if not (isinstance(m, numbers.Integral) and 0 <= m < W)]
+        if outside:
+            raise ValueError(f"{_row_name(frame, i)}: its group_ranks name rank {outside[0]}, but the recording "
+                             f"comes from {W} ranks (0..{W - 1}); fix the row's group, or drop it")
+        if rank not in members:
+            raise ValueError(f"{_row_name(frame, i)}: rank {rank} is not in its group {list(members)}; the row "
+                             "belongs to another rank's group")
+        if len(members) != n:
+            raise ValueError(f"{_row_name(frame, i)}: group_size {n} but {len(members)} group_ranks; make them agree")
+
+
+def _check_steps(recording) -> None:
+    """Every step has a start and an end after it; every row of a step has its step's bounds."""
+    frame, steps = recording.frame, recording.steps
+    start, stop = _floats(steps["start_s"]), _floats(steps["end_s"])
+    i = _first(~np.isfinite(start) | ~np.isfinite(stop) | (stop < start))
+    if i is not None:
+        raise ValueError(f"step {steps['step'].iloc[i]} of rank {steps['rank'].iloc[i]} runs from {start[i]} to "
+                         f"{stop[i]} s: a step needs a start and an end at or after it; fix the recording's steps")
+    listed = set(zip(steps["rank"].tolist(), steps["step"].tolist()))
+    rows = list(zip(frame["rank"].tolist(), frame["step"].tolist()))
+    if not {key for key in set(rows) if key[1] >= 0} - listed:
+        return
+    for i, key in enumerate(rows):
+        if key[1] >= 0 and key not in listed:
+            raise ValueError(f"{_row_name(frame, i)}: the recording's steps have no step {key[1]} for rank "
+                             f"{key[0]}, so replay cannot place it; add the step's bounds, or drop the row")
+
+
+def _check_scopes(sc) -> None:
+    i = _first(~np.isfinite(_floats(sc["start_s"])) | ~np.isfinite(_floats(sc["end_s"])))
+    if i is not None:
+        raise ValueError(f"compute scope {i} of the recording ({sc['name'].iloc[i]}, rank {sc['rank'].iloc[i]}) has "
+                         "no start or end time; fix or drop it")
+
+
+def _floats(column) -> np.ndarray:
+    """A column as float64 numbers (NaN for what is not a number)."""
+    import pandas as pd
+
+    return pd.to_numeric(column, errors="coerce").to_numpy(dtype=float)
 
 
 def _whole(value) -> bool:
@@ -317,11 +438,12 @@ def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | 
     Parameters
     ----------
     recording : a :class:`labcore.live.recorder.Recording` (all ranks, ``lc.live.combine``).
-    topology : a preset name (``"nvswitch8"``, ``"multinode"``, ``"pcie8"``, ``"uniform"``, ...),
-        a topology from :mod:`labcore.sim.topologies`, or a :class:`labcore.sim.Calibration`.
-        A preset name is built for ``world_size`` ranks when given (nvswitch8 for 4 ranks is a
-        4-GPU NVSwitch node), else at its own size (8, 32 for multinode).
-    algorithm : "auto" (NCCL's tuner on the presets of real machines, the ring family on
+    topology : a preset name (any of :mod:`labcore.sim.presets`: ``"nvswitch8"``, ``"multinode"``,
+        ``"dgx_h100_ib"``, ``"uniform"``, ...), a topology (one built by ``presets.topology`` keeps its
+        preset's tuner machine), or a :class:`labcore.sim.Calibration`. A preset name is built for
+        ``world_size`` ranks when given (nvswitch8 for 4 ranks is a 4-GPU NVSwitch node), else at
+        its own size (8; 32 for multinode, 16 for the other clusters).
+    algorithm : "auto" (NCCL's tuner on presets it has a machine for, the ring family on
         others), an algorithm name used for every op that has it, or ``{op: name}``.
     world_size : ranks to replay as (default: the topology's); larger than the recording's
         scales data parallelism (see the module docstring).
@@ -338,8 +460,10 @@ def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | 
     import pandas as pd
 
     world_size, placement, steps = _check_arguments(world_size, placement, steps, compute_scale)
-    topo, machine, label = _resolve_topology(topology, world_size, int(getattr(recording, "world_size", 0) or 0))
+    _check_type(recording)
+    topo, machine, label, untuned = _resolve_topology(topology, world_size, int(recording.world_size))
     W, size, place = _check_recording(recording, world_size, topo, placement)
+    _check_rows(recording, W)
     frame, scopes, step_frame = recording.frame, recording.scopes, recording.steps
     if steps is not None:
         wanted = set(steps)
@@ -356,14 +480,14 @@ def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | 
     columns = {c: frame[c].to_numpy() for c in ("issued_s", "end_s", "overlapped", "group", "op", "bytes")}
     scope_cols = {c: scopes[c].to_numpy() for c in ("start_s", "end_s", "name")}
     pred = np.array([durations[i] for i in frame.index], dtype=object)
-    per_rank, timeline = [], []
+    per_rank, timeline = [], _Timeline()
     for rank, step, start, end in step_frame[["rank", "step", "start_s", "end_s"]].itertuples(index=False):
         rows = by_rank_step.get((rank, step), np.zeros(0, dtype=np.int64))
         sc = scopes_by.get((rank, step), np.zeros(0, dtype=np.int64))
-        result, lanes = _replay_rank(float(start), float(end), {c: v[rows] for c, v in columns.items()},
-                                     {c: v[sc] for c, v in scope_cols.items()}, list(pred[rows]), compute_scale)
+        result = _replay_rank(float(start), float(end), {c: v[rows] for c, v in columns.items()},
+                              {c: v[sc] for c, v in scope_cols.items()}, list(pred[rows]), compute_scale,
+                              timeline.of(rank, step))
         per_rank.append(dict(rank=rank, step=step, **result))
-        timeline += [dict(rank=rank, step=step, **lane) for lane in lanes]
     by_step = pd.DataFrame(per_rank).groupby("step").max(numeric_only=True).drop(columns="rank")
     by_step["hidden_us"] = by_step["serial_us"] - by_step["overlap_us"]
     skipped = collectives[collectives["status"] != "simulated"]
@@ -372,15 +496,22 @@ def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | 
     notes = []
     if size != W:
         notes.append(f"scaled from {W} to {size} ranks: collectives over all ranks run over all {size}")
-    return Replay(collectives, by_step, pd.DataFrame(timeline), label, size, algorithm, notes, tuple(place),
+    if untuned and (algorithm == "auto" or isinstance(algorithm, dict)):
+        notes.append(untuned)           # why NCCL's tuner picks nothing here
+    return Replay(collectives, by_step, timeline.frame(), label, size, algorithm, notes, tuple(place),
                   float(compute_scale))
 
 
 def _predict_all(frame, W, size, place, topo, machine, algorithm):
-    """One row per collective and {(group, seq) or row index: predicted seconds or None}."""
+    """One row per collective and {(group, seq) or row index: predicted seconds or None}.
+
+    Work is done once per kind: NCCL's pick per (op, bytes, ranks, nodes), the simulation per
+    (op, algorithm, placed ranks, bytes, protocol), the node count per group of ranks."""
     import pandas as pd
 
     cache: dict = {}
+    picks: dict = {}
+    spans: dict = {}
     rows, by_key = [], {}
     cols = {c: frame[c].tolist() for c in ("group", "seq", "op", "bytes", "group_ranks", "group_size", "step",
                                           "time_us")}
@@ -391,20 +522,19 @@ def _predict_all(frame, W, size, place, topo, machine, algorithm):
     for key, idx in members.items():
         i = idx[0]
         op, nbytes = cols["op"][i], float(cols["bytes"][i])
-        ranks = list(cols["group_ranks"][i]) or list(range(int(cols["group_size"][i])))
-        if sorted(ranks) == list(range(W)) and size != W:
-            ranks = list(range(size))
-        placed = [place[r] for r in ranks]
-        nodes = len(set(topo.node_of[placed].tolist()))
-        times = np.array([cols["time_us"][j] for j in idx], dtype=float)
-        recorded_us = float(np.nanmedian(times)) if np.isfinite(times).any() else np.nan
+        ranks, placed, nodes = _placed_group(spans, cols["group_ranks"][i], int(cols["group_size"][i]), W, size,
+                                             place, topo)
+        recorded_us = _nanmedian([cols["time_us"][j] for j in idx])
         algo, label, predicted, status = None, "", None, "simulated"
-        if op in _NO_SCHEDULE or op not in ALGORITHMS:
-            status = "not simulated: " + _NO_SCHEDULE.get(op, f"the simulator has no {op} schedule")
+        if _no_schedule(op):
+            status = "not simulated: " + _no_schedule(op)
         elif len(ranks) == 1:
             algo, label, predicted = "-", "1 rank: nothing to send", 0.0
         else:
-            algo, label, protocol = _choose(op, nbytes, len(ranks), nodes, algorithm, machine, topo.switch_agents > 0)
+            pick = (op, nbytes, len(ranks), nodes)
+            if pick not in picks:
+                picks[pick] = _choose(op, nbytes, len(ranks), nodes, algorithm, machine, topo.switch_agents > 0)
+            algo, label, protocol = picks[pick]
             if algo is None:
                 status = "not simulated: " + label
             else:
@@ -417,6 +547,27 @@ def _predict_all(frame, W, size, place, topo, machine, algorithm):
                          recorded_us=recorded_us, status=status))
     durations = {index: by_key[key] for index, key in zip(frame.index, keys)}
     return pd.DataFrame(rows, columns=_COLLECTIVE_COLUMNS), durations
+
+
+def _placed_group(spans: dict, group_ranks, group_size: int, W: int, size: int, place, topo):
+    """(ranks of the group as replayed, their topology ranks, nodes they span), once per group."""
+    key = (tuple(group_ranks), group_size)
+    if key not in spans:
+        ranks = list(group_ranks) or list(range(group_size))
+        if sorted(ranks) == list(range(W)) and size != W:
+            ranks = list(range(size))
+        placed = [place[r] for r in ranks]
+        spans[key] = (ranks, placed, len(set(topo.node_of[placed].tolist())))
+    return spans[key]
+
+
+def _nanmedian(values) -> float:
+    """numpy's nanmedian of a few numbers (NaN when none is finite), without its per-call cost."""
+    kept = sorted(v for v in values if v == v)
+    if not any(map(math.isfinite, kept)):
+        return np.nan
+    m = len(kept)
+    return float(kept[m // 2]) if m % 2 else (kept[m // 2 - 1] + kept[m // 2]) / 2
 
 
 def _simulate(cache, op, algo, placed, nbytes, topo, protocol):
@@ -455,25 +606,31 @@ def _merge(intervals: list[tuple[float, float]]) -> list[list[float]]:
 
 
 def _subtract(base: list[list[float]], cut: list[list[float]]) -> list[list[float]]:
-    out = []
+    """``base`` minus ``cut``, both sorted lists of disjoint intervals (as :func:`_merge` makes them):
+    one pass over each, so a step of n collectives costs n, not n**2."""
+    out, j = [], 0
     for a, b in base:
-        pieces = [[a, b]]
-        for c, d in cut:
-            nxt = []
-            for x, y in pieces:
-                if d <= x or c >= y:
-                    nxt.append([x, y])
-                    continue
-                if c > x:
-                    nxt.append([x, c])
-                if d < y:
-                    nxt.append([d, y])
-            pieces = nxt
-        out += pieces
-    return [p for p in out if p[1] > p[0]]
+        while j < len(cut) and cut[j][1] <= a:       # cuts wholly before this interval
+            j += 1
+        x, k = a, j
+        while k < len(cut) and cut[k][0] < b:        # cuts reaching into it, in order
+            c, d = cut[k]
+            if c > x:
+                out.append([x, c])
+            x = max(x, d)
+            if d >= b:
+                break
+            k += 1
+        if x < b:
+            out.append([x, b])
+    return out
 
 
 def _overlapped(values) -> np.ndarray:
+    """True where a row says it overlapped; missing (None, NaN) is False."""
+    values = np.asarray(values)
+    if values.dtype == bool:
+        return values
     return np.array([bool(v) if v is not None and v == v else False for v in values], dtype=bool)
 
 
@@ -485,9 +642,11 @@ def _compute_segments(S: float, E: float, rows, scopes) -> tuple[list[list[float
     end = np.asarray(rows["end_s"], dtype=float)
     end = np.where(np.isnan(end), issued, end)
     overlapped = _overlapped(rows["overlapped"])
-    flight = _merge(list(zip(issued, end)))
-    blocking = _merge([(a, b) for a, b, o in zip(issued, end, overlapped) if not o])
-    busy = _merge([(a, b) for a, b, n in zip(scopes["start_s"], scopes["end_s"], scopes["name"])
+    starts, ends = issued.tolist(), end.tolist()          # Python floats: the walk compares them one by one
+    flight = _merge(list(zip(starts, ends)))
+    blocking = _merge([(a, b) for a, b, o in zip(starts, ends, overlapped.tolist()) if not o])
+    busy = _merge([(a, b) for a, b, n in zip(np.asarray(scopes["start_s"], dtype=float).tolist(),
+                                             np.asarray(scopes["end_s"], dtype=float).tolist(), scopes["name"])
                    if "wait" not in n.lower()])
     compute = _merge(_subtract([[S, E]], flight) + _subtract(busy, blocking))
     return _subtract(compute, [[-np.inf, S], [E, np.inf]]), issued, end
@@ -519,28 +678,76 @@ def recorded_timeline(recording, rank: int | None = None, step: int = 0):
     return pd.DataFrame([dict(rank=rank, step=step, **lane) for lane in lanes])
 
 
-def _replay_rank(S: float, E: float, rows, scopes, pred, compute_scale: float = 1.0):
-    """Serial and overlapped time of one rank's step, and its predicted timeline (see module docstring).
+class _Timeline:
+    """The replayed timeline's rows, gathered as columns (rank, step, lane, name, start_s, end_s, bytes):
+    a frame of a hundred thousand small dicts costs more than the replay itself."""
+
+    def __init__(self):
+        self.cols: dict[str, list] = {c: [] for c in ("rank", "step", "lane", "name", "start_s", "end_s", "bytes")}
+        self.sized = False
+
+    def of(self, rank, step):
+        """``add(lane, name, start, end, bytes=None)`` for one rank's step."""
+        ranks, steps, lanes, names, starts, ends, sizes = self.cols.values()
+
+        def add(lane, name, start, end, nbytes=None):
+            ranks.append(rank)
+            steps.append(step)
+            lanes.append(lane)
+            names.append(name)
+            starts.append(start)
+            ends.append(end)
+            if nbytes is None:
+                sizes.append(np.nan)
+            else:
+                sizes.append(nbytes)
+                self.sized = True
+        return add
+
+    def frame(self):
+        import pandas as pd
+
+        if not self.cols["rank"]:
+            return pd.DataFrame([])
+        cols = dict(self.cols)
+        if not self.sized:
+            del cols["bytes"]                # no collective ran: no bytes column, as rows without bytes give
+        elif any(v != v for v in cols["bytes"]):
+            cols["bytes"] = np.asarray(cols["bytes"], dtype=float)     # compute rows have none: NaN
+        return pd.DataFrame(cols)
+
+
+def _replay_rank(S: float, E: float, rows, scopes, pred, compute_scale: float = 1.0, add=None) -> dict:
+    """Serial and overlapped time of one rank's step (see module docstring); its predicted timeline
+    goes to ``add(lane, name, start, end, bytes)``.
 
     ``rows`` and ``scopes`` map column names to arrays; ``pred`` is each row's predicted seconds
     (None: not simulated)."""
+    add = add or (lambda *row: None)
     compute, issued, end = _compute_segments(S, E, rows, scopes)
-    overlapped = _overlapped(rows["overlapped"])
+    overlapped = _overlapped(rows["overlapped"]).tolist()
+    issued, end = issued.tolist(), end.tolist()
+    groups, ops, sizes = (list(rows[c]) for c in ("group", "op", "bytes"))
     comm = sum(p for p in pred if p is not None)
     total_compute = sum(b - a for a, b in compute) * compute_scale
     # walk the recorded timeline: compute segments and collective issues in time order
     order = sorted([(a, 0, k) for k, (a, _) in enumerate(compute)] + [(t, 1, j) for j, t in enumerate(issued)])
     clock, last_b = 0.0, S            # replay clock; recorded time where the last compute segment ended
     stream_free: dict = {}
-    ends: list[tuple[float, float]] = []     # (recorded end, replayed end) of simulated collectives
-    lanes = []
+    # (recorded end, replayed end) of simulated collectives not yet matched to a wait, earliest end first:
+    # the waits come in time order, so every collective is looked at once
+    ends: list[tuple[float, float]] = []
+    finish = 0.0
     for when, kind, k in order:
         if kind == 0:
             a, b = compute[k]
             if a > last_b:       # the rank waited before this: for what ended during the wait
-                clock = max([clock] + [e2 for e1, e2 in ends if last_b <= e1 <= a])
+                while ends and ends[0][0] < last_b:
+                    heapq.heappop(ends)
+                while ends and ends[0][0] <= a:
+                    clock = max(clock, heapq.heappop(ends)[1])
             span = (b - a) * compute_scale
-            lanes.append(dict(lane="compute", name="compute", start_s=clock, end_s=clock + span))
+            add("compute", "compute", clock, clock + span)
             clock += span
             last_b = b
             continue
@@ -549,14 +756,15 @@ def _replay_rank(S: float, E: float, rows, scopes, pred, compute_scale: float = 
             continue
         # issued inside the segment just played: at the same point of it
         at = clock - (last_b - when) * compute_scale if when < last_b else clock
-        g = rows["group"][k]
+        g = groups[k]
         lane = f"comm, group {g}" if g else "p2p"
         start = max(at, stream_free.get(lane, -np.inf))
         stream_free[lane] = start + p
-        ends.append((end[k], start + p))
-        lanes.append(dict(lane=lane, name=rows["op"][k], start_s=start, end_s=start + p, bytes=rows["bytes"][k]))
+        heapq.heappush(ends, (end[k], start + p))
+        finish = max(finish, start + p)
+        add(lane, ops[k], start, start + p, sizes[k])
         if not overlapped[k]:
             clock = max(clock, start + p)
-    finish = max([clock] + [e2 for _, e2 in ends])
-    return (dict(recorded_us=(E - S) * 1e6, compute_us=total_compute * 1e6, comm_us=comm * 1e6,
-                 serial_us=(total_compute + comm) * 1e6, overlap_us=finish * 1e6), lanes)
+    finish = max(finish, clock)
+    return dict(recorded_us=(E - S) * 1e6, compute_us=total_compute * 1e6, comm_us=comm * 1e6,
+                serial_us=(total_compute + comm) * 1e6, overlap_us=finish * 1e6)

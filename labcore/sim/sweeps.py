@@ -1,8 +1,11 @@
 """Simulate many (algorithm, ranks, size) points at once into a DataFrame, for plots and comparisons.
 
+(``labcore.sim.sweep`` is the old name of :func:`simulate_sizes`, kept one release; ``labcore.bench.sweep``
+measures on real ranks.)
+
 Example
 -------
->>> df = sweep("all_reduce", ["ring", "recursive_doubling"], ranks=8, sizes=[8, 1 << 20])
+>>> df = simulate_sizes("all_reduce", ["ring", "recursive_doubling"], ranks=8, sizes=[8, 1 << 20])
 >>> df.columns.tolist()
 ['op', 'algorithm', 'ranks', 'size', 'topology', 'protocol', 'channels', 'time_us', 'algbw', 'busbw',
  'bound_us', 'steps']
@@ -14,8 +17,10 @@ from __future__ import annotations
 import numbers
 from typing import Callable, Iterable
 
+__all__ = ["simulate_sizes"]
 
-def sweep(op: str, algorithms: Iterable[str] | str, ranks: Iterable[int] | int, sizes: Iterable[float] | float,
+
+def simulate_sizes(op: str, algorithms: Iterable[str] | str, ranks: Iterable[int] | int, sizes: Iterable[float] | float,
           topology: str | Callable = "uniform", contention: bool = True, **options):
     """Timing-only simulations of every algorithm x rank count x size, as a pandas DataFrame.
 
@@ -23,7 +28,7 @@ def sweep(op: str, algorithms: Iterable[str] | str, ranks: Iterable[int] | int, 
     ----------
     op : collective name.
     algorithms, ranks, sizes : one value or several each.
-    topology : a preset name (:data:`labcore.sim.topologies.PRESETS`) or a function ranks -> topology.
+    topology : a preset name (:mod:`labcore.sim.presets`) or a function ranks -> topology.
     contention : share links between the messages of a step.
     **options : passed to :func:`labcore.sim.simulate` (``protocol``) and every schedule (``pipeline``,
         ``gpus_per_node``, ``channels``, ``root``).
@@ -36,7 +41,7 @@ def sweep(op: str, algorithms: Iterable[str] | str, ranks: Iterable[int] | int, 
     """
     import pandas as pd
 
-    from labcore.sim import simulate, topologies
+    from labcore.sim import presets, simulate
 
     algorithms = [algorithms] if isinstance(algorithms, str) else list(algorithms)
     ranks = [ranks] if isinstance(ranks, numbers.Integral) else list(ranks)
@@ -47,7 +52,7 @@ def sweep(op: str, algorithms: Iterable[str] | str, ranks: Iterable[int] | int, 
     if not (isinstance(topology, str) or callable(topology)):
         raise TypeError(f"topology is a preset name such as 'nvswitch8' or a function ranks -> topology, "
                         f"not {type(topology).__name__}")
-    make = (lambda p: topologies.preset(topology, p)) if isinstance(topology, str) else topology
+    make = (lambda p: presets.topology(topology, p)) if isinstance(topology, str) else topology
     rows = []
     for p in ranks:
         topo = make(p)

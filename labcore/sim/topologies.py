@@ -23,7 +23,7 @@ from __future__ import annotations
 import numbers
 
 from labcore.sim.schedules import ALGORITHMS
-from labcore.sim.topology import Cluster, Graph, Link, Protocol, Topology, Uniform
+from labcore.sim.topology import NVSwitchNodes, Graph, Link, Protocol, Topology, Uniform
 from labcore.sim.tuner import constants as C
 from labcore.sim.tuner.constants import BASE_LATENCY, HW_LATENCY, PROTOCOLS
 
@@ -206,7 +206,7 @@ def ring(ranks: int, alpha: float = 1e-6, bandwidth: float = 10e9, bidirectional
 
 def nvswitch(gpus: int = 8, nvlink_bandwidth: float = H100_NVLINK_BW, efficiency: float = NVLINK_EFFICIENCY,
              nvls_efficiency: float = NVLS_EFFICIENCY_HOPPER, issue_s: float = H100_ISSUE_S,
-             name: str = "nvswitch8 (H100 SXM, NVLink 4)") -> Cluster:
+             name: str = "nvswitch8 (H100 SXM, NVLink 4)") -> NVSwitchNodes:
     """An 8-GPU NVSwitch node, H100-class (NVLink 4): every GPU has one 450 GB/s port into the
     NVSwitch fabric; the fabric can reduce in the network (NVLink SHARP, NCCL's NVLS).
 
@@ -244,7 +244,7 @@ def nvswitch(gpus: int = 8, nvlink_bandwidth: float = H100_NVLINK_BW, efficiency
     protocols["NVLS"] = Protocol("NVLS", NCCL_NVLS_LATENCY_S, {"nvlink": 0.0, "nvls": 0.0}, step_s=NVLS_STEP_S,
                                  piece_bytes=NVLS_PIECE_BYTES, max_pieces=NVLS_MAX_PIECES, algorithms=("nvls",))
     simple = protocols["Simple"]
-    return Cluster(1, gpus, bw, simple.hop_s["nvlink"], nvls_bandwidth=bw * nvls_efficiency,
+    return NVSwitchNodes(1, gpus, bw, simple.hop_s["nvlink"], nvls_bandwidth=bw * nvls_efficiency,
                    launch_s=simple.launch_s, issue_s=issue_s, protocols=protocols, name=name,
                    notes={"nvlink line rate B/s": nvlink_bandwidth, "achievable fraction": efficiency,
                           "nvls efficiency": nvls_efficiency, "issue s": issue_s,
@@ -290,7 +290,7 @@ def pcie(gpus: int = 8, gen: int = 4, gpus_per_switch: int = 4, name: str | None
 
 def multinode(nodes: int = 4, gpus_per_node: int = 8, nic_bandwidth: float = NIC_400G_BW, sharp: bool = False,
               name: str | None = None, nic_efficiency: float = NIC_EFFICIENCY, nics_per_node: int | None = None,
-              notes: dict | None = None) -> Cluster:
+              notes: dict | None = None) -> NVSwitchNodes:
     """Several NVSwitch nodes (see :func:`nvswitch`) joined by one non-blocking InfiniBand/RoCE
     fabric; each GPU has its own NIC (the DGX H100 layout, 8 x 400 Gb/s per node).
 
@@ -325,13 +325,13 @@ def multinode(nodes: int = 4, gpus_per_node: int = 8, nic_bandwidth: float = NIC
     _check_fractions(nic_efficiency=nic_efficiency)
     nvlink = H100_NVLINK_BW * NVLINK_EFFICIENCY
     nics = gpus_per_node if nics_per_node is None else nics_per_node
-    across = isinstance(nodes, numbers.Integral) and nodes > 1     # (the Cluster checks the numbers)
+    across = isinstance(nodes, numbers.Integral) and nodes > 1     # (NVSwitchNodes checks the numbers)
     net = _nccl_net_fractions(nodes, gpus_per_node, nics * nic_bandwidth * nic_efficiency / 1e9) if across else None
     protocols = _ring_protocols(min(LL_FRACTION, LL_MAX_BW_HOPPER / nvlink), net)
     simple = protocols["Simple"]
     default_name = (f"{nodes} x {gpus_per_node} GPUs, {nic_bandwidth * 8 / 1e9:.0f} Gb/s NIC "
                     + ("per GPU" if nics == gpus_per_node else f"x {nics} per node"))
-    return Cluster(nodes, gpus_per_node, nvlink, simple.hop_s["nvlink"], nic_bandwidth * nic_efficiency,
+    return NVSwitchNodes(nodes, gpus_per_node, nvlink, simple.hop_s["nvlink"], nic_bandwidth * nic_efficiency,
                    simple.hop_s["net"], sharp=sharp, launch_s=simple.launch_s, channels=gpus_per_node,
                    protocols=protocols, nics_per_node=nics_per_node, name=name or default_name,
                    notes={"nic B/s": nic_bandwidth, "nic achievable fraction": nic_efficiency,
@@ -363,33 +363,27 @@ def calibrated(fit, ranks: int | None = None) -> Uniform:
     return topo
 
 
-def _per_node(ranks: int) -> int:
-    """GPUs per node for ``ranks`` GPUs: 8 when it divides, else the largest divisor below 8."""
-    return max(d for d in range(1, 9) if ranks % d == 0)
-
-
-PRESETS = {
-    "nvswitch8": lambda ranks=8: nvswitch(ranks),
-    "pcie8": lambda ranks=8: pcie(ranks),
-    "multinode": lambda ranks=32: multinode(ranks // _per_node(ranks), _per_node(ranks)),
-    "uniform": lambda ranks=8: uniform(ranks),
-    "switch": lambda ranks=8: switch(ranks),
-    "ring": lambda ranks=8: ring(ranks),
-}
-
-
 def preset(name: str, ranks: int | None = None) -> Topology:
-    """A topology by name: one of ``PRESETS`` (nvswitch8, pcie8, multinode, uniform, switch, ring).
+    """A preset's topology for ``ranks`` ranks (its default size when None), from the one registry:
+    ``labcore.sim.presets.topology(name, ranks)``, which also takes nodes, GPUs and NICs per node.
 
     Example
     -------
     >>> preset("nvswitch8").ranks
     8
     """
-    if name not in PRESETS:
-        raise ValueError(f"unknown topology {name!r}; choose one of {', '.join(PRESETS)}")
-    return PRESETS[name]() if ranks is None else PRESETS[name](ranks)
+    from labcore.sim import presets
+
+    return presets.topology(name, ranks)
 
 
-__all__ = ["uniform", "switch", "ring", "nvswitch", "pcie", "multinode", "calibrated", "preset", "PRESETS",
+def __getattr__(name: str):
+    if name == "PRESETS":           # the registry's, by name (imported late: the registry builds on this module)
+        from labcore.sim import presets
+
+        return presets.PRESETS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["uniform", "switch", "ring", "nvswitch", "pcie", "multinode", "calibrated", "preset",
            "Graph", "Link", "Uniform", "Topology"]

@@ -1,6 +1,6 @@
 """Topologies: where ranks sit, which links join them, and the route between two agents.
 
-Two kinds cover every preset in :mod:`labcore.sim.topologies`:
+Three kinds cover every preset (:mod:`labcore.sim.presets`, built from :mod:`labcore.sim.topologies`):
 
 * :class:`Uniform` -- every ordered pair of ranks has its own link (latency
   ``alpha``, bandwidth ``bandwidth``), plus one reducing switch joined to every
@@ -8,6 +8,8 @@ Two kinds cover every preset in :mod:`labcore.sim.topologies`:
 * :class:`Graph` -- explicit nodes (ranks first, then switches, NICs, CPUs) and
   directed links; a route is a path with the fewest hops (ties: lowest total
   latency), found once per source and cached.
+* :class:`NVSwitchNodes` -- GPU servers with an NVSwitch inside and NICs into one
+  fabric, routes computed rather than searched (a thousand GPUs cost nothing to set up).
 
 Both give the engine the same things: ``bandwidth``/``latency`` arrays indexed
 by link id, ``routes(src, dst)`` (vectorised, ``-1`` padded), ``gamma`` (seconds
@@ -127,6 +129,7 @@ class Topology:
     link_kind: np.ndarray | None = None
     latency_model: str = "step"
     step_s: float = 0.0
+    preset: str | None = None      # the preset it was built from (labcore.sim.presets), which names its tuner
 
     @property
     def n_links(self) -> int:
@@ -427,7 +430,7 @@ class Graph(Topology):
         return cuts
 
 
-class Cluster(Topology):
+class NVSwitchNodes(Topology):
     """GPU servers: NVSwitch inside every node, one NIC per GPU into a non-blocking fabric.
 
     Every GPU has one NVLink port into its node's NVSwitch (``nvlink_bandwidth`` each way) and,
@@ -463,7 +466,7 @@ class Cluster(Topology):
 
     Example
     -------
-    >>> c = Cluster(2, 4, nvlink_bandwidth=1e11, nvlink_latency=1e-6, nic_bandwidth=1e10, net_latency=4e-6)
+    >>> c = NVSwitchNodes(2, 4, nvlink_bandwidth=1e11, nvlink_latency=1e-6, nic_bandwidth=1e10, net_latency=4e-6)
     >>> c.routes([0, 0], [1, 4]).tolist()          # NVLink in the node, NICs across
     [[0, 9], [16, 28]]
     >>> c.ring_orders(2).tolist()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from labcore.collectives import describe
 from labcore.sim import collectives
 from labcore.viz.positions import Placement, place
 from labcore.viz.style import CHUNK_COLORS, DESIGN_WIDTH, format_bytes, template_dict
@@ -121,7 +122,7 @@ def fill_levels(trace) -> tuple[np.ndarray, np.ndarray]:
     want, care = collectives.target(s.collective, s.ranks, s.chunks, s.root)
     # a cell whose final content does not matter: a partial sum out of all ranks when the
     # collective reduces, else one rank's data, complete as it is
-    reduces = s.collective in ("all_reduce", "reduce_scatter", "reduce")
+    reduces = describe(s.collective).reduces
     need = np.full((s.agents, s.chunks), s.ranks if reduces else 1, dtype=np.int64)
     needed = want.sum(axis=-1)
     use = care & (needed > 0)
@@ -205,17 +206,52 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
         are drawn chunk by chunk.
     """
     trace = trace.per_chunk()
-    s = trace.schedule
-    A, C, P = s.agents, s.chunks, s.ranks
-    p = place(s.layout, P, s.switches)
-    counts, need = fill_levels(trace)
-    frac = np.clip(counts / need, 0.0, 1.0)
-    text_cells = A * C <= 144
-    caps = captions(trace)
-    total_us = trace.time_s * 1e6
-    px_wide = width or DESIGN_WIDTH             # what marker and cell sizes are chosen for
+    canvas = _Canvas(trace, width, height)
+    data = _static_traces(canvas)
+    n_static = len(data)
+    data += _changing_traces(canvas)
+    changing = list(range(n_static, len(data)))
+    frames = [{"name": str(k), "traces": changing, "data": _frame(canvas, k, sl)}
+              for k, sl in enumerate(canvas.s.step_slices())]
+    layout = _layout(canvas.s, title, width, height, canvas.box, canvas.A, canvas.C, canvas.P, canvas.p, frame_ms)
+    return go.Figure({"data": data, "layout": layout, "frames": frames}, _validate=False)
 
-    # -- static picture: links, boxes, nodes ----------------------------------------
+
+class _Canvas:
+    """What every part of the figure shares: the schedule, where agents sit, the sizes in pixels,
+    the buffers' fill per step, the captions and the colour of each transfer."""
+
+    def __init__(self, trace, width: int | None, height: int):
+        self.trace = trace
+        self.s = s = trace.schedule
+        self.A, self.C, self.P = s.agents, s.chunks, s.ranks
+        self.p = place(s.layout, self.P, s.switches)
+        self.counts, self.need = fill_levels(trace)
+        self.frac = np.clip(self.counts / self.need, 0.0, 1.0)
+        self.text_cells = self.A * self.C <= 144
+        self.caps = captions(trace)
+        self.total_us = trace.time_s * 1e6
+        self.names = [_agent_name(a, self.P) for a in range(self.A)]
+        px_wide = width or DESIGN_WIDTH             # what marker and cell sizes are chosen for
+        corners = np.vstack([self.p.xy] + [[[b[0], b[1]], [b[2], b[3]]] for b in self.p.boxes])
+        x0, x1 = corners[:, 0].min() - 0.35, corners[:, 0].max() + 0.35
+        # captions wrap to the left panel's width and get room above the picture for their lines
+        self.wrap = max(40, int(0.5 * (px_wide - 80) / 6.5))
+        lines = max((_wrap(c, self.wrap).count("<br>") + 2 for c in self.caps), default=2)   # + the time line
+        y0, y1 = corners[:, 1].min() - 0.3, corners[:, 1].max() + max(0.75, 0.2 + 0.115 * lines)
+        self.box = (x0, x1, y0, y1)
+        px_per_unit = 0.5 * px_wide * 0.9 / max(x1 - x0, y1 - y0)
+        self.node_px = float(np.clip(2 * self.p.radius * px_per_unit, 12, 44))
+        grid_w, grid_h = 0.38 * (px_wide - 80), height - 170  # the grid's plot area in pixels
+        self.cell_px = float(np.clip(0.85 * min(grid_w / self.C, grid_h / self.A), 3, 40))
+        self.by_channel = s.n_channels > 1            # colour arrows by channel, else by chunk
+        self.colour_key = s.channel if self.by_channel else s.chunk
+        self.groups = min(s.n_channels if self.by_channel else self.C, len(CHUNK_COLORS))
+
+
+def _static_traces(c: _Canvas) -> list[dict]:
+    """Drawn once: the links (solid and dashed) and the agents' markers."""
+    p, A, P = c.p, c.A, c.P
     data: list[dict] = []
     for style in ("solid", "dash"):
         ends = np.array([(a, b) for a, b, st in p.edges if st == style], dtype=np.int64).reshape(-1, 2)
@@ -225,100 +261,89 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
         xs, ys = pts[..., 0].ravel(), pts[..., 1].ravel()
         data.append({"type": "scatter", "x": xs, "y": ys, "mode": "lines", "hoverinfo": "skip",
                      "line": {"color": "#c8c8c8", "width": 2, "dash": style}, "showlegend": False})
-    corners = np.vstack([p.xy] + [[[b[0], b[1]], [b[2], b[3]]] for b in p.boxes])
-    x0, x1 = corners[:, 0].min() - 0.35, corners[:, 0].max() + 0.35
-    # captions wrap to the left panel's width and get room above the picture for their lines
-    wrap = max(40, int(0.5 * (px_wide - 80) / 6.5))
-    lines = max((_wrap(c, wrap).count("<br>") + 2 for c in caps), default=2)   # + the time line
-    y0, y1 = corners[:, 1].min() - 0.3, corners[:, 1].max() + max(0.75, 0.2 + 0.115 * lines)
-    px_per_unit = 0.5 * px_wide * 0.9 / max(x1 - x0, y1 - y0)
-    node_px = float(np.clip(2 * p.radius * px_per_unit, 12, 44))
-    names = [_agent_name(a, P) for a in range(A)]
     data.append({"type": "scatter", "x": p.xy[:, 0].tolist(), "y": p.xy[:, 1].tolist(),
                  "mode": "markers+text", "text": [_agent_label(a, P) for a in range(A)],
-                 "textfont": {"size": max(9, node_px * 0.45), "color": "white"}, "hovertext": names,
+                 "textfont": {"size": max(9, c.node_px * 0.45), "color": "white"}, "hovertext": c.names,
                  "hoverinfo": "text", "showlegend": False,
-                 "marker": {"size": node_px, "color": ["#444"] * P + ["#8c564b"] * (A - P),
+                 "marker": {"size": c.node_px, "color": ["#444"] * P + ["#8c564b"] * (A - P),
                             "symbol": ["circle"] * P + ["square"] * (A - P)}})
-    n_static = len(data)
+    return data
 
-    # -- changing traces: one arrow trace per chunk colour, the cells, the caption -----
-    by_channel = s.n_channels > 1            # colour arrows by channel, else by chunk
-    colour_key = s.channel if by_channel else s.chunk
-    groups = min(s.n_channels if by_channel else C, len(CHUNK_COLORS))
-    for g in range(groups):
-        data.append({"type": "scatter", "x": [], "y": [], "mode": "lines+markers", "showlegend": by_channel,
-                     "name": _channel_name(range(g, s.n_channels, groups)),
-                     "line": {"color": CHUNK_COLORS[g], "width": 3}, "hoverinfo": "text",
-                     "marker": {"symbol": "arrow", "angleref": "previous", "color": CHUNK_COLORS[g],
-                                "size": []}})
-    cell_x = np.tile(np.arange(C), A)
-    cell_y = np.repeat(np.arange(A), C)
-    grid_w, grid_h = 0.38 * (px_wide - 80), height - 170  # the grid's plot area in pixels
-    cell_px = float(np.clip(0.85 * min(grid_w / C, grid_h / A), 3, 40))
+
+def _changing_traces(c: _Canvas) -> list[dict]:
+    """The traces every frame updates, as they are before step 0: one arrow trace per colour, the
+    cells, the outlines of the cells written in a step, and the caption."""
+    s = c.s
+    data = [{"type": "scatter", "x": [], "y": [], "mode": "lines+markers", "showlegend": c.by_channel,
+             "name": _channel_name(range(g, s.n_channels, c.groups)),
+             "line": {"color": CHUNK_COLORS[g], "width": 3}, "hoverinfo": "text",
+             "marker": {"symbol": "arrow", "angleref": "previous", "color": CHUNK_COLORS[g], "size": []}}
+            for g in range(c.groups)]
+    cell_x = np.tile(np.arange(c.C), c.A)
+    cell_y = np.repeat(np.arange(c.A), c.C)
     cells = {"type": "scatter", "x": cell_x, "y": cell_y, "xaxis": "x2", "yaxis": "y2",
-             "mode": "markers+text" if text_cells else "markers", "showlegend": False,
-             "textfont": {"size": max(7, cell_px * 0.32)},
+             "mode": "markers+text" if c.text_cells else "markers", "showlegend": False,
+             "textfont": {"size": max(7, c.cell_px * 0.32)},
              "hovertemplate": "%{customdata}<br>%{marker.color:.0%} of what it needs<extra></extra>",
-             "customdata": [f"{names[a]}, chunk {c}" for a, c in zip(cell_y.tolist(), cell_x.tolist())],
-             "marker": {"symbol": "square", "size": cell_px, "color": frac[0].ravel(),
-                        "cmin": 0, "cmax": 1, "colorscale": _fill_colorscale(int(need.max())),
+             "customdata": [f"{c.names[a]}, chunk {k}" for a, k in zip(cell_y.tolist(), cell_x.tolist())],
+             "marker": {"symbol": "square", "size": c.cell_px, "color": c.frac[0].ravel(),
+                        "cmin": 0, "cmax": 1, "colorscale": _fill_colorscale(int(c.need.max())),
                         "line": {"width": 0, "color": "white"},
                         "colorbar": {"title": {"text": "held"}, "tickvals": [0, 0.5, 1], "len": 0.5,
                                      "ticktext": ["none", "partial", "all"], "x": 1.02, "y": 0.4}}}
-    if text_cells:
-        cells["text"] = _cell_text(counts[0], need)
+    if c.text_cells:
+        cells["text"] = _cell_text(c.counts[0], c.need)
     data.append(cells)
     # cells written in a step: an outline in the colour of the chunk that arrived
     data.append({"type": "scatter", "x": [], "y": [], "xaxis": "x2", "yaxis": "y2", "mode": "markers",
                  "showlegend": False, "hoverinfo": "skip",
-                 "marker": {"symbol": "square-open", "size": cell_px, "line": {"width": 3}, "color": []}})
+                 "marker": {"symbol": "square-open", "size": c.cell_px, "line": {"width": 3}, "color": []}})
+    x0, x1, _, y1 = c.box
     data.append({"type": "scatter", "x": [(x0 + x1) / 2], "y": [y1], "mode": "text", "showlegend": False,
                  "hoverinfo": "skip", "textposition": "bottom center", "cliponaxis": False,
                  "text": [f"before step 0: the buffers as the collective starts<br>"
-                          f"simulated time 0 us of {total_us:.4g} us"], "textfont": {"size": 11}})
-    changing = list(range(n_static, len(data)))
+                          f"simulated time 0 us of {c.total_us:.4g} us"], "textfont": {"size": 11}})
+    return data
 
-    # -- frames: only the changing traces, as plain dicts ------------------------------
-    frames = []
-    for k, sl in enumerate(s.step_slices()):
-        src, dst, chunk = s.src[sl], s.dst[sl], s.chunk[sl]
-        paths = _arrows(p, src, dst) if src.size else np.zeros((0, _ARROW_POINTS, 2))
-        group = colour_key[sl] % groups
-        arrow_traces = []
-        per = _ARROW_POINTS + 1                 # the points of one arrow, then a NaN gap
-        for g in range(groups):
-            idx = np.flatnonzero(group == g)
-            n = idx.size
-            pts = np.full((n, per, 2), np.nan)
-            pts[:, :-1] = paths[idx]
-            xs, ys = pts[..., 0].ravel().astype(np.float32), pts[..., 1].ravel().astype(np.float32)
-            one = np.zeros(per)
-            one[-2] = max(8.0, node_px * 0.45)  # the arrowhead sits on the last point
-            sizes = np.tile(one, n)
-            hover = []
-            for i in idx.tolist():
-                label = (f"{names[s.src[sl][i]]} → {names[s.dst[sl][i]]}: chunk {int(chunk[i])}, "
-                         + (f"channel {int(s.channel[sl][i])}, " if by_channel else "") +
-                         f"{'reduce' if s.reduce[sl][i] else 'copy'}, {format_bytes(s.size[sl][i])}, "
-                         f"{trace.start[sl][i] * 1e6:.3g}–{trace.end[sl][i] * 1e6:.3g} us")
-                hover += [""] * (_ARROW_POINTS - 1) + [label, ""]      # hover on the arrowhead
-            ends = np.stack([src[idx], dst[idx], chunk[idx]], axis=1).astype(np.int32)
-            custom = np.repeat(ends, per, axis=0)
-            # NaN breaks the line between arrows; numpy arrays travel as compact typed arrays
-            arrow_traces.append({"x": xs, "y": ys, "hovertext": hover, "customdata": custom,
-                                 "marker": {"size": sizes}})
-        cell = {"marker": {"color": frac[k + 1].ravel()}}
-        if text_cells:
-            cell["text"] = _cell_text(counts[k + 1], need)
-        outline = {"x": chunk.astype(float), "y": dst.astype(float),
-                   "marker": {"color": [CHUNK_COLORS[c % len(CHUNK_COLORS)] for c in colour_key[sl].tolist()]}}
-        caption = {"text": [f"{_wrap(caps[k], wrap)}<br>simulated time {trace.step_end[k] * 1e6:.4g} us "
-                            f"of {total_us:.4g} us"]}
-        frames.append({"name": str(k), "traces": changing, "data": arrow_traces + [cell, outline, caption]})
 
-    layout = _layout(s, title, width, height, (x0, x1, y0, y1), A, C, P, p, frame_ms)
-    return go.Figure({"data": data, "layout": layout, "frames": frames}, _validate=False)
+def _frame(c: _Canvas, k: int, sl: slice) -> list[dict]:
+    """Frame ``k``'s updates of the changing traces (plain dicts): arrows, cells, outlines, caption."""
+    s, trace = c.s, c.trace
+    src, dst, chunk = s.src[sl], s.dst[sl], s.chunk[sl]
+    paths = _arrows(c.p, src, dst) if src.size else np.zeros((0, _ARROW_POINTS, 2))
+    group = c.colour_key[sl] % c.groups
+    arrow_traces = [_arrow_trace(c, sl, paths, np.flatnonzero(group == g)) for g in range(c.groups)]
+    cell = {"marker": {"color": c.frac[k + 1].ravel()}}
+    if c.text_cells:
+        cell["text"] = _cell_text(c.counts[k + 1], c.need)
+    outline = {"x": chunk.astype(float), "y": dst.astype(float),
+               "marker": {"color": [CHUNK_COLORS[h % len(CHUNK_COLORS)] for h in c.colour_key[sl].tolist()]}}
+    caption = {"text": [f"{_wrap(c.caps[k], c.wrap)}<br>simulated time {trace.step_end[k] * 1e6:.4g} us "
+                        f"of {c.total_us:.4g} us"]}
+    return arrow_traces + [cell, outline, caption]
+
+
+def _arrow_trace(c: _Canvas, sl: slice, paths: np.ndarray, idx: np.ndarray) -> dict:
+    """One colour's arrows of a step: their points (NaN between arrows), arrowheads and hover text."""
+    s, trace = c.s, c.trace
+    per = _ARROW_POINTS + 1                 # the points of one arrow, then a NaN gap
+    n = idx.size
+    pts = np.full((n, per, 2), np.nan)
+    pts[:, :-1] = paths[idx]
+    xs, ys = pts[..., 0].ravel().astype(np.float32), pts[..., 1].ravel().astype(np.float32)
+    one = np.zeros(per)
+    one[-2] = max(8.0, c.node_px * 0.45)  # the arrowhead sits on the last point
+    hover = []
+    for i in idx.tolist():
+        label = (f"{c.names[s.src[sl][i]]} → {c.names[s.dst[sl][i]]}: chunk {int(s.chunk[sl][i])}, "
+                 + (f"channel {int(s.channel[sl][i])}, " if c.by_channel else "") +
+                 f"{'reduce' if s.reduce[sl][i] else 'copy'}, {format_bytes(s.size[sl][i])}, "
+                 f"{trace.start[sl][i] * 1e6:.3g}–{trace.end[sl][i] * 1e6:.3g} us")
+        hover += [""] * (_ARROW_POINTS - 1) + [label, ""]      # hover on the arrowhead
+    ends = np.stack([s.src[sl][idx], s.dst[sl][idx], s.chunk[sl][idx]], axis=1).astype(np.int32)
+    # NaN breaks the line between arrows; numpy arrays travel as compact typed arrays
+    return {"x": xs, "y": ys, "hovertext": hover, "customdata": np.repeat(ends, per, axis=0),
+            "marker": {"size": np.tile(one, n)}}
 
 
 def _channel_name(channels) -> str:

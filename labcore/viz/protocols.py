@@ -89,7 +89,7 @@ def protocol_times(op: str, machine: tuner.Machine, sizes=None, *, title: str | 
     ['LL', 'LL128', 'Simple', "NCCL's pick"]
     """
     sizes = [1 << k for k in range(3, 33)] if sizes is None else list(sizes)
-    df = tuner.sweep(op, machine, sizes)
+    df = tuner.cost_sweep(op, machine, sizes)
     best = df.loc[df.groupby(["size", "protocol"])["time_us"].idxmin()]
     fig = go.Figure()
     for p in C.PROTOCOLS:

@@ -1,5 +1,9 @@
 """Schedule builders, one per (collective, algorithm); :func:`build` picks one by name.
 
+Every builder is registered by its module with ``@algorithm(collective, name)``
+(:func:`labcore.sim.schedules._parts.algorithm`); a module lands in :data:`ALGORITHMS` by
+being imported below. The collectives themselves are described in :mod:`labcore.collectives`.
+
 Pipelined algorithms (chain, tree, double_tree, in_network, nvls) take ``pipeline``,
 the number of pieces; by default one per 512 KiB (:func:`labcore.sim.cost.default_pipeline`).
 
@@ -14,25 +18,12 @@ from __future__ import annotations
 
 import inspect
 
-from labcore.sim.schedules import alltoall, bruck, hierarchical, recursive, ring, switch, tree
+from labcore.sim import collectives
+from labcore.sim.schedules import ring, tree, recursive, hierarchical, switch, bruck, alltoall  # noqa: F401 (register)
+from labcore.sim.schedules._parts import BUILDERS
 
-ALGORITHMS = {
-    "all_reduce": {
-        "ring": ring.ring_all_reduce,
-        "tree": tree.tree_all_reduce,
-        "double_tree": tree.double_tree_all_reduce,
-        "recursive_doubling": recursive.recursive_doubling_all_reduce,
-        "rabenseifner": recursive.rabenseifner_all_reduce,
-        "hierarchical": hierarchical.hierarchical_all_reduce,
-        "in_network": switch.in_network_all_reduce,
-        "nvls": switch.nvls_all_reduce,
-    },
-    "reduce_scatter": {"ring": ring.ring_reduce_scatter, "bruck": bruck.bruck_reduce_scatter},
-    "all_gather": {"ring": ring.ring_all_gather, "bruck": bruck.bruck_all_gather},
-    "broadcast": {"chain": ring.chain_broadcast, "binomial": tree.binomial_broadcast},
-    "reduce": {"binomial": tree.binomial_reduce},
-    "all_to_all": {"pairwise": alltoall.pairwise_all_to_all},
-}
+ALGORITHMS = {op: {algo: fn for (c, algo), fn in BUILDERS.items() if c == op} for op in collectives.COLLECTIVES}
+"""collective -> algorithm -> builder, for every collective the simulator plays."""
 
 
 def build(collective: str, algorithm: str, ranks: int, nbytes: float, **options):

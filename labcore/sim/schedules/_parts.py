@@ -1,10 +1,37 @@
-"""Assembling a Schedule from vectorised pieces (shared by the builders)."""
+"""Assembling a Schedule from vectorised pieces, and the register of builders (shared by the builders)."""
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
 from labcore.sim import collectives
 from labcore.sim.trace import Layout, Schedule
+
+
+BUILDERS: dict[tuple[str, str], Callable] = {}
+"""(collective, algorithm) -> schedule builder, in the order the builders were registered."""
+
+
+def algorithm(collective: str, name: str):
+    """Register the decorated function as the builder of ``name`` for ``collective``.
+
+    Example
+    -------
+    >>> BUILDERS["all_reduce", "ring"].__name__
+    'ring_all_reduce'
+    """
+    if collective not in collectives.COLLECTIVES:
+        raise ValueError(f"{collective!r} is not a collective the simulator plays; describe it in "
+                         "labcore/collectives.py (with its default algorithm) first")
+
+    def register(builder: Callable) -> Callable:
+        if (collective, name) in BUILDERS:
+            raise ValueError(f"{collective}/{name} has a builder already: {BUILDERS[collective, name].__name__}")
+        BUILDERS[collective, name] = builder
+        return builder
+
+    return register
 
 
 class Parts:

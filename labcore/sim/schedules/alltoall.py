@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from labcore.sim.schedules._parts import Parts
+from labcore.sim.schedules._parts import Parts, algorithm
 from labcore.sim.trace import Layout, Schedule
 
 
+@algorithm("all_to_all", "pairwise")
 def pairwise_all_to_all(ranks: int, nbytes: float) -> Schedule:
     """Pairwise exchange all-to-all; chunk src*p + dst is the block from src to dst."""
     p = ranks

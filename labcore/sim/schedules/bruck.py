@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from labcore.sim.schedules._parts import Parts
+from labcore.sim.schedules._parts import Parts, algorithm
 from labcore.sim.trace import Layout, Schedule
 
 
@@ -32,6 +32,7 @@ def _rounds(p: int):
         yield k, 1 << k, min(1 << k, p - (1 << k))
 
 
+@algorithm("all_gather", "bruck")
 def bruck_all_gather(ranks: int, nbytes: float) -> Schedule:
     """Bruck all-gather: ceil(log2 n) rounds; round k moves min(2^k, n-2^k) chunks per rank."""
     p = ranks
@@ -43,6 +44,7 @@ def bruck_all_gather(ranks: int, nbytes: float) -> Schedule:
     return parts.schedule("all_gather", "bruck", p, nbytes, p, layout=Layout("mesh"))
 
 
+@algorithm("reduce_scatter", "bruck")
 def bruck_reduce_scatter(ranks: int, nbytes: float) -> Schedule:
     """The all-gather's rounds in reverse order and direction, reducing: rank r ends with chunk r."""
     p = ranks

@@ -27,10 +27,11 @@ from __future__ import annotations
 import numpy as np
 
 from labcore.sim.cost import hierarchical_pipeline, hierarchical_stagger
-from labcore.sim.schedules._parts import Parts, ring_phase
+from labcore.sim.schedules._parts import Parts, algorithm, ring_phase
 from labcore.sim.trace import Layout, Schedule
 
 
+@algorithm("all_reduce", "hierarchical")
 def hierarchical_all_reduce(ranks: int, nbytes: float, gpus_per_node: int | None = None,
                             pipeline: int | None = None) -> Schedule:
     """Two-level all-reduce; ``gpus_per_node`` must divide ``ranks`` (ranks r*g..r*g+g-1 share a node).

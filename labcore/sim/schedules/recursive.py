@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from labcore.sim.schedules._parts import Parts
+from labcore.sim.schedules._parts import Parts, algorithm
 from labcore.sim.trace import Layout, Schedule
 
 
@@ -51,6 +51,7 @@ def _post(parts: Parts, r: int, chunks: int, step: int) -> None:
                   label="send result to extra ranks")
 
 
+@algorithm("all_reduce", "recursive_doubling")
 def recursive_doubling_all_reduce(ranks: int, nbytes: float) -> Schedule:
     """Recursive-doubling all-reduce: log2 n' rounds swapping the whole buffer (+2 steps if n is not 2^k)."""
     pp, r, real = _fold(ranks)
@@ -64,6 +65,7 @@ def recursive_doubling_all_reduce(ranks: int, nbytes: float) -> Schedule:
     return parts.schedule("all_reduce", "recursive_doubling", ranks, nbytes, 1, layout=Layout("mesh"))
 
 
+@algorithm("all_reduce", "rabenseifner")
 def rabenseifner_all_reduce(ranks: int, nbytes: float) -> Schedule:
     """Rabenseifner: recursive-halving reduce-scatter then recursive-doubling all-gather, n' chunks."""
     pp, r, real = _fold(ranks)

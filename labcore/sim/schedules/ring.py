@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from labcore.sim.cost import default_pipeline
-from labcore.sim.schedules._parts import Parts, ring_phase
+from labcore.sim.schedules._parts import Parts, algorithm, ring_phase
 from labcore.sim.trace import Layout, Schedule
 
 
@@ -53,6 +53,7 @@ def _ring(collective: str, ranks: int, nbytes: float, order, channels: int, phas
                           params={"channels": C}, distinct=True)
 
 
+@algorithm("reduce_scatter", "ring")
 def ring_reduce_scatter(ranks: int, nbytes: float, order=None, channels: int = 1) -> Schedule:
     """Ring reduce-scatter: n-1 steps of S/n bytes; rank r ends with its part (chunk r) reduced.
 
@@ -62,11 +63,13 @@ def ring_reduce_scatter(ranks: int, nbytes: float, order=None, channels: int = 1
     return _ring("reduce_scatter", ranks, nbytes, order, channels, [(-1, True, "reduce-scatter")])
 
 
+@algorithm("all_gather", "ring")
 def ring_all_gather(ranks: int, nbytes: float, order=None, channels: int = 1) -> Schedule:
     """Ring all-gather: n-1 steps of S/n bytes; every rank ends with every chunk."""
     return _ring("all_gather", ranks, nbytes, order, channels, [(0, False, "all-gather")])
 
 
+@algorithm("all_reduce", "ring")
 def ring_all_reduce(ranks: int, nbytes: float, order=None, channels: int = 1) -> Schedule:
     """Ring all-reduce = ring reduce-scatter then ring all-gather: 2(n-1) steps of S/n bytes.
 
@@ -80,6 +83,7 @@ def ring_all_reduce(ranks: int, nbytes: float, order=None, channels: int = 1) ->
                  [(-1, True, "reduce-scatter"), (0, False, "all-gather")])
 
 
+@algorithm("broadcast", "chain")
 def chain_broadcast(ranks: int, nbytes: float, root: int = 0, pipeline: int | None = None) -> Schedule:
     """Pipelined chain (ring) broadcast: the root's buffer cut in k = ``pipeline`` pieces flows
     down the chain root, root+1, ...; n-1+k-1 steps of S/k bytes (NCCL's ring broadcast)."""

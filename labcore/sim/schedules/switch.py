@@ -32,10 +32,11 @@ from __future__ import annotations
 import numpy as np
 
 from labcore.sim.cost import default_pipeline
-from labcore.sim.schedules._parts import Parts
+from labcore.sim.schedules._parts import Parts, algorithm
 from labcore.sim.trace import Layout, Schedule
 
 
+@algorithm("all_reduce", "in_network")
 def in_network_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None,
                           gpus_per_node: int | None = None) -> Schedule:
     """SHARP-style all-reduce through one reducing switch, pipelined in k = ``pipeline`` pieces.
@@ -70,6 +71,7 @@ def in_network_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None
                           params=params, distinct=True)
 
 
+@algorithm("all_reduce", "nvls")
 def nvls_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None) -> Schedule:
     """NVLS all-reduce (reduce at the switch, fetch own segment, multicast it); chunk j*p + c is
     segment c of piece j."""

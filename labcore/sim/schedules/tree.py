@@ -9,7 +9,7 @@ that flow up the tree (children reduce into their parent) and, once reduced at
 the root, back down, pipelined so that many pieces are in flight: 2D + k - 1
 steps of S/k bytes for a tree of depth D.
 
-NCCL's trees (see :mod:`labcore.sim.trees`): a binary tree with the odd ranks
+NCCL's trees (see :mod:`labcore.sim.tree_shapes`): a binary tree with the odd ranks
 as leaves, and for the double binary tree its mirror image, so that a rank that
 is a leaf in one tree is inside the other; each tree carries half the data on
 its own channel (Sanders, Speck and Traeff 2009: two trees give up to twice the
@@ -35,10 +35,10 @@ import math
 import numpy as np
 
 from labcore.sim.cost import default_pipeline
-from labcore.sim.schedules._parts import Parts
+from labcore.sim.schedules._parts import Parts, algorithm
 from labcore.sim.schedules.ring import orders
 from labcore.sim.trace import Layout, Schedule
-from labcore.sim.trees import depths, mirrored_parents, nccl_tree_parents, tree_shapes
+from labcore.sim.tree_shapes import depths, mirrored_parents, nccl_tree_parents, tree_shapes
 
 __all__ = ["nccl_tree_parents", "mirrored_parents", "depths", "tree_shapes", "tree_all_reduce",
            "double_tree_all_reduce", "binomial_broadcast", "binomial_reduce"]
@@ -79,6 +79,7 @@ def _tree_all_reduce(ranks: int, nbytes: float, pipeline, gpus_per_node, channel
                                                  "gpus_per_node": g}, distinct=True)
 
 
+@algorithm("all_reduce", "tree")
 def tree_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None, gpus_per_node: int | None = None,
                     channels: int = 1, order=None) -> Schedule:
     """Binary-tree all-reduce (NCCL's tree), the buffer pipelined in k = ``pipeline`` pieces.
@@ -89,6 +90,7 @@ def tree_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None, gpus
     return _tree_all_reduce(ranks, nbytes, pipeline, gpus_per_node, channels, order, double=False)
 
 
+@algorithm("all_reduce", "double_tree")
 def double_tree_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None,
                            gpus_per_node: int | None = None, channels: int = 1, order=None) -> Schedule:
     """NCCL's double binary tree: two complementary trees, each with half the data in k pieces
@@ -103,6 +105,7 @@ def _binomial_parents(ranks: int, root: int) -> tuple[int, ...]:
     return tuple(parents)
 
 
+@algorithm("broadcast", "binomial")
 def binomial_broadcast(ranks: int, nbytes: float, root: int = 0) -> Schedule:
     """Binomial-tree broadcast: ceil(log2 n) rounds, the whole buffer each."""
     parts = Parts()
@@ -114,6 +117,7 @@ def binomial_broadcast(ranks: int, nbytes: float, root: int = 0) -> Schedule:
                           layout=Layout("tree", parents=(_binomial_parents(ranks, root),)))
 
 
+@algorithm("reduce", "binomial")
 def binomial_reduce(ranks: int, nbytes: float, root: int = 0) -> Schedule:
     """Binomial-tree reduce: the broadcast's rounds in reverse, each receiver reducing."""
     rounds = math.ceil(math.log2(ranks)) if ranks > 1 else 0

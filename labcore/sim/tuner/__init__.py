@@ -13,7 +13,8 @@ src/graph/search.cc (how the presets' graphs come about).
 - :mod:`~labcore.sim.tuner.model`: the two stages (:func:`tune`, :func:`options`, :func:`choose`,
   :func:`launch`);
 - :mod:`~labcore.sim.tuner.report`: :func:`cost_table` (one call, every option),
-  :func:`tuning_table` / :func:`tuning_log` (the TUNING debug output), :func:`sweep`, :func:`crossovers`;
+  :func:`tuning_table` / :func:`tuning_log` (the TUNING debug output), :func:`cost_sweep` (a cost table per
+  size), :func:`crossovers`;
 - :mod:`~labcore.sim.tuner.env`: NCCL_ALGO / NCCL_PROTO strings.
 
 Where the lab differs from NCCL: it assumes one collective per launch and a sum of
@@ -36,9 +37,9 @@ Example
 from __future__ import annotations
 
 from labcore.sim.tuner.constants import ALGORITHMS, FUNCTIONS, OPS, PROTOCOLS
-from labcore.sim.tuner.machine import MACHINES, Graph, Machine, graphs_from_log
+from labcore.sim.tuner.machine import MACHINES, Machine, TopoGraph, graphs_from_log
 from labcore.sim.tuner.model import Option, Tuned, choose, launch, options, ring_pipeline, tune
-from labcore.sim.tuner.report import cost_table, crossovers, protocol_table, sweep, tuning_log, tuning_table
+from labcore.sim.tuner.report import cost_sweep, cost_table, crossovers, protocol_table, tuning_log, tuning_table
 
 predict = choose
 """NCCL's pick for one call (an :class:`Option` with ``name``, ``time_us``, ...)."""
@@ -51,8 +52,22 @@ SIM_ALGORITHM = {"Ring": "ring", "Tree": "double_tree", "NVLS": "nvls", "NVLSTre
 NVLink SHARP plays NVLS, the node-then-switch in-network reduction plays CollNet; PAT's
 Bruck-like exchange has no schedule yet)."""
 
-__all__ = ["ALGORITHMS", "PROTOCOLS", "FUNCTIONS", "OPS", "Machine", "Graph", "MACHINES", "graphs_from_log",
+__all__ = ["ALGORITHMS", "PROTOCOLS", "FUNCTIONS", "OPS", "Machine", "TopoGraph", "MACHINES", "graphs_from_log",
            "Option", "Tuned",
            "tune", "options", "choose", "launch", "ring_pipeline", "predict", "table", "cost_table",
            "tuning_table", "protocol_table",
-           "tuning_log", "sweep", "crossovers", "SIM_ALGORITHM"]
+           "tuning_log", "cost_sweep", "crossovers", "SIM_ALGORITHM"]
+
+# Old names, kept for one release: they warn and forward (sweep: lc.bench.sweep measures; Graph: the
+# simulator's topology.Graph is a network).
+_RENAMED = {"sweep": ("cost_sweep", cost_sweep), "Graph": ("TopoGraph", TopoGraph)}
+
+
+def __getattr__(name: str):
+    if name in _RENAMED:
+        import warnings
+
+        new, value = _RENAMED[name]
+        warnings.warn(f"lc.sim.tuner.{name} is deprecated: use lc.sim.tuner.{new}", DeprecationWarning, stacklevel=2)
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

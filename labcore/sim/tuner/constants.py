@@ -10,12 +10,13 @@ than by NCCL's enum positions; the order of :data:`ALGORITHMS`, :data:`PROTOCOLS
 """
 from __future__ import annotations
 
+from labcore.collectives import NCCL_NAMES
+
 ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
 PROTOCOLS = ("LL", "LL128", "Simple")
 FUNCTIONS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
-OPS = {"broadcast": "Broadcast", "reduce": "Reduce", "all_gather": "AllGather",
-       "reduce_scatter": "ReduceScatter", "all_reduce": "AllReduce"}
-"""The lab's collective names -> NCCL's ``ncclFuncStr``."""
+OPS = dict(sorted(NCCL_NAMES.items(), key=lambda item: FUNCTIONS.index(item[1])))
+"""The lab's collective names -> NCCL's ``ncclFuncStr`` (from :mod:`labcore.collectives`), in NCCL's order."""
 
 # GPU generations as NCCL indexes its tables (tuning.cc compCapIndex).
 ARCHS = ("volta", "ampere", "hopper", "blackwell")

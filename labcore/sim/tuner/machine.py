@@ -9,7 +9,8 @@ whether CollNet (SHARP in the network) and NVLS (SHARP in the NVSwitch) are
 there. :class:`Machine` holds exactly that. An INFO log prints the graphs as
 ``Pattern 4, crossNic 0, nChannels 12, bw 30.000000/30.000000, type NVL/PIX,
 sameChannels 1`` (pattern 4 = ring, 1-3 = trees, 5 = NVLS, 6 = CollNet direct):
-copy those numbers into :class:`Graph` to model your own machine.
+copy those numbers into :class:`TopoGraph` to model your own machine (``Graph``, its old name, is
+kept one release).
 
 The presets' graphs are what NCCL 2.30.7's search finds for that hardware,
 worked through by hand from search.cc (each preset says how); where a public log
@@ -45,7 +46,7 @@ def _whole(value) -> bool:
 
 
 @dataclass(frozen=True)
-class Graph:
+class TopoGraph:
     """One graph of NCCL's topology search (``struct ncclTopoGraph``, the fields the tuner reads).
 
     Parameters
@@ -61,7 +62,7 @@ class Graph:
 
     Example
     -------
-    >>> Graph(12, 30.0).bw_inter                     # defaults to bw_intra
+    >>> TopoGraph(12, 30.0).bw_inter                     # defaults to bw_intra
     30.0
     """
 
@@ -127,14 +128,14 @@ class Machine:
     ranks: int
     nodes: int
     gpu: str | int
-    ring: Graph
-    tree: Graph
+    ring: TopoGraph
+    tree: TopoGraph
     cpu_arch: str = "x86"
     cpu_vendor: str = "intel"
-    nvls: Graph | None = None
+    nvls: TopoGraph | None = None
     collnet: bool = False
-    collnet_chain: Graph | None = None
-    collnet_direct: Graph | None = None
+    collnet_chain: TopoGraph | None = None
+    collnet_direct: TopoGraph | None = None
     collnet_chain_support: bool = True
     collnet_heads: int = 0
     collnet_gather: bool = False
@@ -147,7 +148,14 @@ class Machine:
     nvls_channels: int | None = None
     name: str = ""
 
-    def __post_init__(self):  # noqa: C901 (to be split)
+    def __post_init__(self):
+        self._check_size()
+        self._check_gpus()
+        self._check_graphs()
+        self._check_channels()
+        self._check_host()
+
+    def _check_size(self):
         if not _whole(self.ranks) or self.ranks < 1:
             raise ValueError(f"ranks must be a whole number >= 1, not {self.ranks!r}")
         if not _whole(self.nodes) or self.nodes < 1 or self.ranks % self.nodes:
@@ -155,6 +163,8 @@ class Machine:
                              "NCCL's model assumes the same number of GPUs on every node")
         object.__setattr__(self, "ranks", int(self.ranks))
         object.__setattr__(self, "nodes", int(self.nodes))
+
+    def _check_gpus(self):
         for name in ("gpu", "max_gpu"):
             value = getattr(self, name)
             if value is None or value in GPU_ARCHS:
@@ -162,18 +172,25 @@ class Machine:
             if not _whole(value) or not MIN_COMPCAP <= value < MAX_COMPCAP:
                 raise ValueError(f"{name} must be a compute capability written as NCCL does (90 for 9.0, "
                                  f"from {MIN_COMPCAP}) or one of {', '.join(GPU_ARCHS)}; got {value!r}")
+
+    def _check_graphs(self):
         for name in ("ring", "tree"):
-            if not isinstance(getattr(self, name), Graph):
-                raise TypeError(f"{name} must be a Graph (the log's 'Pattern ...' line), not "
-                                f"{type(getattr(self, name)).__name__}")
+            if not isinstance(getattr(self, name), TopoGraph):
+                raise TypeError(f"{name} must be a Graph of NCCL's search (a TopoGraph: the log's 'Pattern ...' "
+                                f"line), not {type(getattr(self, name)).__name__}")
         for name in ("nvls", "collnet_chain", "collnet_direct"):
-            if getattr(self, name) is not None and not isinstance(getattr(self, name), Graph):
-                raise TypeError(f"{name} must be a Graph or None, not {type(getattr(self, name)).__name__}")
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), TopoGraph):
+                raise TypeError(f"{name} must be a Graph of NCCL's search (a TopoGraph) or None, not "
+                                f"{type(getattr(self, name)).__name__}")
+
+    def _check_channels(self):
         for name in ("channels", "nvls_channels"):
             value = getattr(self, name)
             if value is not None and (not _whole(value) or not 1 <= value <= MAXCHANNELS):
                 raise ValueError(f"{name} must be a whole number from 1 to {MAXCHANNELS} (or None for "
                                  f"NCCL's own), not {value!r}")
+
+    def _check_host(self):
         if self.cpu_arch not in CPU_ARCHS:
             raise ValueError(f"cpu_arch must be one of {', '.join(CPU_ARCHS)}; got {self.cpu_arch!r}")
         if self.cpu_vendor not in CPU_VENDORS:
@@ -229,7 +246,7 @@ class Machine:
             n = 16
         return max(self.min_ctas, min(self.max_ctas, n))
 
-    def graph(self, algorithm: str) -> Graph | None:
+    def graph(self, algorithm: str) -> TopoGraph | None:
         """The graph NCCL hands the tuner for ``algorithm`` (init.cc: PAT reads the tree's)."""
         return {"Tree": self.tree, "Ring": self.ring, "CollNetDirect": self.collnet_direct,
                 "CollNetChain": self.collnet_chain, "NVLS": self.nvls, "NVLSTree": self.nvls,
@@ -240,7 +257,7 @@ class Machine:
         return replace(self, ranks=ranks, nodes=nodes or self.nodes)
 
 
-def graphs_from_log(graphs) -> dict[str, Graph]:
+def graphs_from_log(graphs) -> dict[str, TopoGraph]:
     """Graphs from the "Pattern ..." lines of an INFO log, by pattern name ("ring", "balanced_tree", ...).
 
     Parameters
@@ -267,7 +284,7 @@ def graphs_from_log(graphs) -> dict[str, Graph]:
         raise ValueError(f"the graphs lack the columns {missing}; pass labcore.live.nccl_log.parse(log).graphs")
     out = {}
     for r in graphs.to_dict("records"):
-        out.setdefault(r["pattern"], Graph(int(r["channels"]), float(r["bw_intra"]), float(r["bw_inter"]),
+        out.setdefault(r["pattern"], TopoGraph(int(r["channels"]), float(r["bw_intra"]), float(r["bw_inter"]),
                                            type_intra=r["type_intra"], type_inter=r["type_inter"],
                                            same_channels=bool(r["same_channels"]), pattern=r["pattern"]))
     return out
@@ -283,9 +300,9 @@ def graphs_from_log(graphs) -> dict[str, Graph]:
 # 40 GB/s intra; pass 2 raises bwInter, unused on one node, to the top speed 60.
 # connect.cc doubles the 12 rings: 24 channels.
 _H100_NODE = dict(gpu="hopper", cpu_vendor="intel", nvswitch=True,
-                  ring=Graph(12, 30.0, type_intra="NVL", type_inter="PIX", same_channels=True),
-                  tree=Graph(12, 30.0, type_intra="NVL", type_inter="PIX", pattern="balanced_tree"),
-                  nvls=Graph(8, 40.0, 60.0, type_intra="NVL", same_channels=False, pattern="nvls"))
+                  ring=TopoGraph(12, 30.0, type_intra="NVL", type_inter="PIX", same_channels=True),
+                  tree=TopoGraph(12, 30.0, type_intra="NVL", type_inter="PIX", pattern="balanced_tree"),
+                  nvls=TopoGraph(8, 40.0, 60.0, type_intra="NVL", same_channels=False, pattern="nvls"))
 
 # Multi-node DGX H100: one 400 Gb/s NIC per GPU (NCCL counts 50 GB/s) behind PCIe Gen5 (48 GB/s,
 # "maxBw 48.0" in nccl#1189). A ring enters at GPU i from NIC i and must leave through NIC i again
@@ -295,13 +312,29 @@ _H100_NODE = dict(gpu="hopper", cpu_vendor="intel", nvswitch=True,
 # channels; we take the ring's 45 GB/s (an assumption: check your log's "Pattern 1" line).
 # NVLS: 8 heads; 9 x speed <= 370.8 gives 40 GB/s intra, pass 2 raises bwInter to 48.
 _H100_IB = dict(gpu="hopper", cpu_vendor="intel", nvswitch=True,
-                ring=Graph(8, 45.0, type_intra="NVL", type_inter="PXN", same_channels=False),
-                tree=Graph(8, 45.0, type_intra="NVL", type_inter="PXN", same_channels=False,
-                           pattern="balanced_tree"),
-                nvls=Graph(8, 40.0, 48.0, type_intra="NVL", type_inter="PIX", same_channels=False,
-                           pattern="nvls"))
+                ring=TopoGraph(8, 45.0, type_intra="NVL", type_inter="PXN", same_channels=False),
+                tree=TopoGraph(8, 45.0, type_intra="NVL", type_inter="PXN", same_channels=False,
+                               pattern="balanced_tree"),
+                nvls=TopoGraph(8, 40.0, 48.0, type_intra="NVL", type_inter="PIX", same_channels=False,
+                               pattern="nvls"))
 
-MACHINES: dict[str, Machine] = {
+class _Machines(dict):
+    """The machines by name; a preset's name (``"nvswitch8"``, ``"multinode"``...) gives the machine
+    its entry in :mod:`labcore.sim.presets` names, so the registry is the one table of them."""
+
+    def __missing__(self, name):
+        from labcore.sim import presets
+
+        if name not in presets.PRESETS:
+            raise KeyError(f"{name!r} is neither a tuner machine ({', '.join(self)}) nor a preset "
+                           f"({', '.join(presets.PRESETS)})")
+        preset = presets.entry(name)
+        if preset.tuner is None:
+            raise presets.NoTuner(f"NCCL's tuner has no machine for {name}: {preset.no_tuner}")
+        return self[preset.tuner]
+
+
+MACHINES: dict[str, Machine] = _Machines({
     "dgx_h100": Machine(8, 1, name="DGX H100 (8 x H100 SXM, NVSwitch)", **_H100_NODE),
     # Same SM90 GPU and the same 18 NVLink-4 links: NCCL's model cannot tell an H200 from an H100.
     "dgx_h200": Machine(8, 1, name="DGX H200 (8 x H200 SXM, NVSwitch)", **_H100_NODE),
@@ -310,24 +343,20 @@ MACHINES: dict[str, Machine] = {
     # ("Channel 23/24" on an HGX A100). No NVLS before Hopper.
     "dgx_a100": Machine(8, 1, gpu="ampere", cpu_vendor="amd", nvswitch=True,
                         name="DGX A100 (8 x A100 SXM, NVSwitch)",
-                        ring=Graph(12, 20.0, type_intra="NVL"),
-                        tree=Graph(12, 20.0, type_intra="NVL", pattern="balanced_tree")),
+                        ring=TopoGraph(12, 20.0, type_intra="NVL"),
+                        tree=TopoGraph(12, 20.0, type_intra="NVL", pattern="balanced_tree")),
     # 8 x RTX 4090 on PCIe through the CPUs: the graphs of the log in NVIDIA/nccl-tests#307
     # ("Pattern 4, crossNic 0, nChannels 1, bw 5.000000/5.000000, type SYS/PIX, sameChannels 1",
     # the same for pattern 1). Compute capability 8.9 reads NCCL's Ampere rows.
     "pcie_4090": Machine(8, 1, gpu="ada", cpu_vendor="intel", name="8 x RTX 4090 on PCIe",
-                         ring=Graph(1, 5.0, type_intra="SYS", type_inter="PIX"),
-                         tree=Graph(1, 5.0, type_intra="SYS", type_inter="PIX", pattern="balanced_tree")),
+                         ring=TopoGraph(1, 5.0, type_intra="SYS", type_inter="PIX"),
+                         tree=TopoGraph(1, 5.0, type_intra="SYS", type_inter="PIX", pattern="balanced_tree")),
     "dgx_h100_ib": Machine(32, 4, name="4 DGX H100 nodes, 8 x 400 Gb/s InfiniBand each", **_H100_IB),
     # B200: 18 NVLink-5 links x 40.1 GB/s = 721.8. Ring (sm100SpeedArrayIntra 90, 80, ...): 8 x 90 =
     # 720, doubled to 16 x 45; 32 channels. NVLS: 9 x speed <= 721.8 gives 80 intra; bwInter 90.
     "dgx_b200": Machine(8, 1, gpu="blackwell", cpu_vendor="intel", nvswitch=True,
                         name="DGX B200 (8 x B200, NVSwitch)",
-                        ring=Graph(16, 45.0, type_intra="NVL"),
-                        tree=Graph(16, 45.0, type_intra="NVL", pattern="balanced_tree"),
-                        nvls=Graph(8, 80.0, 90.0, type_intra="NVL", same_channels=False, pattern="nvls")),
-}
-# Names the rest of the lab used before the presets were named after machines.
-MACHINES["nvswitch8"] = MACHINES["dgx_h100"]
-MACHINES["pcie8"] = MACHINES["pcie_4090"]
-MACHINES["multinode"] = MACHINES["dgx_h100_ib"]
+                        ring=TopoGraph(16, 45.0, type_intra="NVL"),
+                        tree=TopoGraph(16, 45.0, type_intra="NVL", pattern="balanced_tree"),
+                        nvls=TopoGraph(8, 80.0, 90.0, type_intra="NVL", same_channels=False, pattern="nvls")),
+})

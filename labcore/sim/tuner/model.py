@@ -33,9 +33,9 @@ from functools import lru_cache
 
 from labcore.sim.tuner import constants as C
 from labcore.sim.tuner.env import enable_matrix
-from labcore.sim.tuner.machine import Graph, Machine
+from labcore.sim.tuner.machine import TopoGraph, Machine
 
-_NO_GRAPH = Graph(0, 0.0, 0.0, type_intra="LOC", type_inter="LOC", same_channels=False)  # memset 0
+_NO_GRAPH = TopoGraph(0, 0.0, 0.0, type_intra="LOC", type_inter="LOC", same_channels=False)  # memset 0
 
 
 @dataclass(frozen=True)
@@ -95,44 +95,12 @@ def _skip(func: str, a: str, p: str, m: Machine) -> str | None:
     return None
 
 
-def _bus_bandwidth(func, a, p, m: Machine, g: Graph, caps: dict) -> float | None:  # noqa: C901 (to be split)
+def _bus_bandwidth(func, a, p, m: Machine, g: TopoGraph, caps: dict) -> float | None:
     """busBw before the conversion to algorithm bandwidth (None: NCCL skips the entry)."""
-    ppn = m.ranks / m.nodes
-    collnet = a in ("CollNetDirect", "CollNetChain")
-    bw = g.bw_intra if m.nodes <= 2 or collnet else g.bw_inter
-    if a in ("NVLS", "NVLSTree"):
-        if g.channels < 2:
-            return None                                   # NVLS needs at least 2 channels
-        intra = g.bw_intra * C.NVLS_EFFICIENCY[caps["arch"]] * (g.channels - 1) / g.channels
-        intra *= 2.0 if func == "AllReduce" else (ppn - 1) / ppn     # all-reduce pipelines two ops
-        inter = g.bw_inter * (2 if m.nodes <= 2 and a == "NVLSTree" else 1)
-        bw = min(intra, inter, caps["nvls_tree"] if a == "NVLSTree" else math.inf)
-    bus = g.channels * bw
-    if a == "Ring" and p == "LL":
-        bus = min(caps["ll"], bus * 0.5)
-    if a == "Ring" and p == "LL128":
-        bus = min(bus * 0.92, g.channels * caps["ring_ll128"])
-    if a == "Tree" and func == "AllReduce":
-        bus = min(bus * 0.92, g.channels * caps["tree"])
-    if a == "Tree" and p == "LL":
-        bus = min(bus / 3.8, caps["ll"])
-    if a == "Tree" and p == "LL128":
-        bus = min(bus * (7.0 / 9.0 if m.nodes == 1 else 120.0 / 128.0), g.channels * caps["tree_ll128"])
-    if a == "Tree" and m.tree.pattern == "tree":
-        bus *= 0.85                                       # all NIC traffic through one GPU
-    if a == "PAT":
-        bus *= 0.75
-    if collnet and p != "Simple":
-        bus = 0.0
-    if a == "CollNetDirect" and p == "Simple":
-        if func in ("AllGather", "ReduceScatter"):
-            bus = ppn * min(g.bw_intra, g.bw_inter * 0.9)
-        elif g.channels:                     # full speed needs a NIC for every GPU
-            factor = ppn / g.channels        # GPUs per NIC
-            factor -= (factor - 1) / 2
-            bus /= factor
-            if m.compcap >= 90:
-                bus *= 0.85
+    bw = _channel_bandwidth(func, a, m, g, caps)
+    if bw is None:
+        return None
+    bus = _PROTOCOL_CAPS.get(a, _uncapped)(func, p, m, g, caps, g.channels * bw)
     if a in ("NVLS", "CollNetDirect") and p == "Simple" and func in ("AllGather", "ReduceScatter") \
             and m.nodes > 1:
         # across nodes these need the CollNet plugin's all-gather/reduce-scatter and a head per GPU
@@ -141,7 +109,69 @@ def _bus_bandwidth(func, a, p, m: Machine, g: Graph, caps: dict) -> float | None
     return bus
 
 
-def _latency(func, a, p, m: Machine, g: Graph, nsteps: int, hw: dict) -> float:
+def _channel_bandwidth(func, a, m: Machine, g: TopoGraph, caps: dict) -> float | None:
+    """One channel's bandwidth: the graph's, or NVLS's share of it (None: NVLS needs 2 channels)."""
+    collnet = a in ("CollNetDirect", "CollNetChain")
+    bw = g.bw_intra if m.nodes <= 2 or collnet else g.bw_inter
+    if a not in ("NVLS", "NVLSTree"):
+        return bw
+    if g.channels < 2:
+        return None
+    ppn = m.ranks / m.nodes
+    intra = g.bw_intra * C.NVLS_EFFICIENCY[caps["arch"]] * (g.channels - 1) / g.channels
+    intra *= 2.0 if func == "AllReduce" else (ppn - 1) / ppn     # all-reduce pipelines two ops
+    inter = g.bw_inter * (2 if m.nodes <= 2 and a == "NVLSTree" else 1)
+    return min(intra, inter, caps["nvls_tree"] if a == "NVLSTree" else math.inf)
+
+
+def _uncapped(func, p, m, g, caps, bus):
+    return bus
+
+
+def _ring_caps(func, p, m, g, caps, bus):
+    if p == "LL":
+        return min(caps["ll"], bus * 0.5)
+    if p == "LL128":
+        return min(bus * 0.92, g.channels * caps["ring_ll128"])
+    return bus
+
+
+def _tree_caps(func, p, m, g, caps, bus):
+    if func == "AllReduce":
+        bus = min(bus * 0.92, g.channels * caps["tree"])
+    if p == "LL":
+        bus = min(bus / 3.8, caps["ll"])
+    if p == "LL128":
+        bus = min(bus * (7.0 / 9.0 if m.nodes == 1 else 120.0 / 128.0), g.channels * caps["tree_ll128"])
+    if m.tree.pattern == "tree":
+        bus *= 0.85                                       # all NIC traffic through one GPU
+    return bus
+
+
+def _collnet_direct_caps(func, p, m, g, caps, bus):
+    if p != "Simple":
+        return 0.0                                        # CollNet is Simple only
+    ppn = m.ranks / m.nodes
+    if func in ("AllGather", "ReduceScatter"):
+        return ppn * min(g.bw_intra, g.bw_inter * 0.9)
+    if g.channels:                           # full speed needs a NIC for every GPU
+        factor = ppn / g.channels            # GPUs per NIC
+        factor -= (factor - 1) / 2
+        bus /= factor
+        if m.compcap >= 90:
+            bus *= 0.85
+    return bus
+
+
+_PROTOCOL_CAPS = {
+    "Ring": _ring_caps, "Tree": _tree_caps, "PAT": lambda func, p, m, g, caps, bus: bus * 0.75,
+    "CollNetDirect": _collnet_direct_caps,
+    "CollNetChain": lambda func, p, m, g, caps, bus: bus if p == "Simple" else 0.0,
+}
+"""busBw of each algorithm after NCCL's per-protocol caps and corrections (tuning.cc, in its order)."""
+
+
+def _latency(func, a, p, m: Machine, g: TopoGraph, nsteps: int, hw: dict) -> float:
     ppn = m.ranks / m.nodes
     lpn = m.ranks // m.nodes
     intra_hw = "NVLINK" if g.type_intra == "NVL" else "PCI"
@@ -284,7 +314,7 @@ def _tune(machine: Machine, algo_env: str | None, proto_env: str | None) -> Tune
     return Tuned(m, latency, bandwidth, _max_threads(m), off)
 
 
-def _zero_reason(f, a, p, m: Machine, g: Graph) -> str:
+def _zero_reason(f, a, p, m: Machine, g: TopoGraph) -> str:
     if a in ("CollNetDirect", "CollNetChain") and p != "Simple":
         return "CollNet is Simple only"
     if a in ("NVLS", "CollNetDirect") and f in ("AllGather", "ReduceScatter") and m.nodes > 1:

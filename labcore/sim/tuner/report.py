@@ -96,14 +96,14 @@ def tuning_log(machine: Machine, *, algo_env: str | None = None, proto_env: str 
     return "\n".join("NCCL INFO " + line for line in lines)
 
 
-def sweep(op: str, machine: Machine, sizes, *, algo_env: str | None = None, proto_env: str | None = None):
+def cost_sweep(op: str, machine: Machine, sizes, *, algo_env: str | None = None, proto_env: str | None = None):
     """Long DataFrame over ``sizes``: one row per available option and size (columns of
     :func:`cost_table` plus ``size``), ``chosen`` marking NCCL's pick.
 
     Example
     -------
     >>> from labcore.sim.tuner.machine import MACHINES
-    >>> df = sweep("all_gather", MACHINES["dgx_h100"], [1 << 10, 1 << 30])
+    >>> df = cost_sweep("all_gather", MACHINES["dgx_h100"], [1 << 10, 1 << 30])
     >>> df.loc[df["chosen"], ["size", "option"]].values.tolist()
     [[1024, 'Ring/LL'], [1073741824, 'Ring/Simple']]
     """

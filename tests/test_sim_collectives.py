@@ -1,0 +1,154 @@
+"""Every collective is described once (labcore.collectives): the bench, the simulator, replay, the tuner and
+the recorder read that description, and what each of them did with its own tables before still holds."""
+import doctest
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import labcore.collectives as spec
+from labcore.sim import collectives as simc
+from labcore.sim.schedules import ALGORITHMS
+
+
+def test_docstring_examples_run():
+    assert doctest.testmod(spec, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
+
+
+@pytest.mark.live
+def test_the_description_imports_neither_torch_nor_the_simulator():
+    code = "import sys, labcore.collectives; assert not {'torch', 'labcore.sim'} & set(sys.modules), sys.modules.keys()"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_the_simulator_plays_every_collective_with_a_default_algorithm_and_no_other():
+    assert simc.COLLECTIVES == tuple(ALGORITHMS) == ("all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                                     "reduce", "all_to_all")
+    for name in simc.COLLECTIVES:
+        c = spec.describe(name)
+        assert c.sim in ALGORITHMS[name] and (c.ring is None or c.ring in ALGORITHMS[name])
+
+
+def test_the_tuner_prices_what_nccl_names():
+    from labcore.sim.tuner import FUNCTIONS, OPS
+
+    assert OPS == {"broadcast": "Broadcast", "reduce": "Reduce", "all_gather": "AllGather",
+                   "reduce_scatter": "ReduceScatter", "all_reduce": "AllReduce"}
+    assert list(OPS.values()) == list(FUNCTIONS)             # NCCL's order: its first of equal times wins
+    assert set(OPS) == {c.name for c in spec.COLLECTIVES.values() if c.nccl}
+
+
+# nccl-tests 2.19.6 src/*.cu *GetCollByteCount / *GetBw, and doc/PERFORMANCE.md: what the bench printed before
+# the description moved here, written out (factor at 4 ranks, split buffer, root, fewest ranks, program).
+NCCL_TESTS = {
+    "all_reduce": (1.5, "", False, 1, "all_reduce_perf"), "all_gather": (0.75, "recv", False, 1, "all_gather_perf"),
+    "reduce_scatter": (0.75, "send", False, 1, "reduce_scatter_perf"), "broadcast": (1.0, "", True, 1, "broadcast_perf"),
+    "reduce": (1.0, "", True, 1, "reduce_perf"), "all_to_all": (0.75, "both", False, 1, "alltoall_perf"),
+    "gather": (0.75, "recv", True, 1, "gather_perf"), "scatter": (0.75, "send", True, 1, "scatter_perf"),
+    "sendrecv": (1.0, "", False, 2, "sendrecv_perf"), "hypercube": (1.0, "recv", False, 2, "hypercube_perf"),
+}
+
+
+def test_the_bench_reads_names_layouts_factors_roots_and_least_ranks_from_the_description():
+    from labcore.bench.ops import NAMES, OPS, canonical, nccl_tests_program
+
+    assert list(OPS) == list(NCCL_TESTS) and list(NAMES) == [*NCCL_TESTS, "barrier"]
+    for name, (factor, split, rooted, least, program) in NCCL_TESTS.items():
+        op = OPS[name]
+        assert op.spec is spec.describe(name)
+        assert (op.factor(4), op.split, op.rooted, op.min_ranks, nccl_tests_program(name)) == \
+            (factor, split, rooted, least, program)
+        assert canonical(program) == canonical(program.upper().replace("_", "-")) == name
+        for n, item in ((4, 4), (3, 8), (8, 2)):
+            assert op.layout(1000, n, item) == spec.describe(name).counts(1000, n, item)
+    assert OPS["hypercube"].power_of_two and OPS["hypercube"].algbw_share(4) == 0.75
+    assert [OPS[n].kind for n in ("all_reduce", "reduce_scatter", "reduce", "all_gather", "sendrecv")] == \
+        ["reduce", "reduce", "reduce", "copy", "copy"]
+    assert {n: OPS[n].inplace for n in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")} == \
+        {"all_reduce": "same", "all_gather": "send_in_recv", "reduce_scatter": "recv_in_send", "all_to_all": "same"}
+    for alias, name in (("allreduce", "all_reduce"), ("alltoall_mpi", "all_to_all"), ("send_recv", "sendrecv")):
+        assert canonical(alias) == name
+    with pytest.raises(ValueError, match="choose one of: all_reduce"):
+        canonical("send")                                   # described, but not something the bench runs
+
+
+def test_too_few_ranks_are_refused_from_the_description():
+    from labcore.bench.checks import check_collective
+
+    for name in ("sendrecv", "hypercube"):
+        with pytest.raises(ValueError, match=f"{name} needs at least 2 ranks: use -g 2"):
+            check_collective(name, 1, "sum", 0)
+
+
+def test_the_recorder_names_rows_and_counts_bytes_from_the_description():
+    from labcore.live import recorder
+
+    assert recorder._API_OP == {"reduce_scatter_single": "reduce_scatter", "reduce_scatter_tensor": "reduce_scatter",
+                                "reduce_scatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter",
+                                "all_gather_single": "all_gather", "all_gather_into_tensor": "all_gather",
+                                "_all_gather_base": "all_gather", "all_to_all_single": "all_to_all"}
+    want = {"all_reduce": 1.5, "all_gather": 0.75, "reduce_scatter": 0.75, "all_to_all": 0.75, "gather": 0.75,
+            "scatter": 0.75, "barrier": 0.0, "broadcast": 1.0, "send": 1.0, "recv": 1.0, "all_reduce_coalesced": 1.0}
+    assert {op: recorder._busbw_factor(op, 4) for op in want} == want
+    assert recorder._busbw_factor("all_reduce", 1) == 0.0
+
+
+def test_replay_says_why_it_cannot_play_an_op():
+    from labcore.sim.replays import _no_schedule
+
+    assert _no_schedule("all_reduce") is None
+    assert _no_schedule("send") == _no_schedule("recv") == "point-to-point: the simulator has no send/recv schedule"
+    assert _no_schedule("barrier") == "a barrier carries no data; the simulator has no barrier"
+    assert _no_schedule("gather") == "the simulator has no gather schedule"
+    assert _no_schedule("all_reduce_coalesced") == "the simulator has no all_reduce_coalesced schedule"
+
+
+@pytest.mark.parametrize("name", simc.COLLECTIVES)
+def test_roles_give_the_buffer_states_written_out_by_hand(name):
+    # what the simulator's chains of if/elif said before the roles: (sources, sinks) -> initial and target
+    P, root = 4, 2
+    C = P * P * 2 if name == "all_to_all" else P * 3
+    own = np.arange(C) * P // C
+    block = np.arange(C) // max(1, C // (P * P))
+    src, dst = block // P, block % P
+    holds = np.zeros((P, C, P), dtype=bool)
+    want = np.zeros((P, C, P), dtype=bool)
+    care = np.ones((P, C), dtype=bool)
+    r = np.arange(P)
+    if name in ("all_reduce", "reduce_scatter", "reduce"):
+        holds[r, :, r] = True
+    if name == "all_gather":
+        holds[own, np.arange(C), own] = True
+        want[:, np.arange(C), own] = True
+    if name == "broadcast":
+        holds[root, :, root] = True
+        want[:, :, root] = True
+    if name == "all_reduce":
+        want[:] = True
+    if name == "reduce_scatter":
+        care = own[None, :] == r[:, None]
+        want[care] = True
+    if name == "reduce":
+        care[:] = False
+        care[root], want[root] = True, True
+    if name == "all_to_all":
+        holds[src, np.arange(C), src] = True
+        care = dst[None, :] == r[:, None]
+        want[dst, np.arange(C), src] = True
+    assert (simc.initial(name, P, C, root) == holds).all()
+    got_want, got_care = simc.target(name, P, C, root)
+    assert (got_want == want).all() and (got_care == care).all()
+
+
+def test_a_description_is_checked_when_it_is_made():
+    with pytest.raises(ValueError, match="busbw must be one of"):
+        spec.Collective("x", busbw="n")
+    with pytest.raises(ValueError, match="needs its sources and sinks"):
+        spec.Collective("x", sim="ring")
+    from labcore.sim.schedules._parts import algorithm
+
+    with pytest.raises(ValueError, match="describe it in labcore/collectives.py"):
+        algorithm("gather", "binomial")
+    with pytest.raises(ValueError, match="has a builder already"):
+        algorithm("all_reduce", "ring")(lambda ranks, nbytes: None)
