@@ -13,11 +13,9 @@ ValueError: every size is too small for all_gather on 4 ranks of 4-byte elements
 """
 from __future__ import annotations
 
-import math
-import numbers
-import operator
 from pathlib import Path
 
+from labcore import validate
 from labcore.bench import ops as _ops
 
 # The most calls a size may time or warm up with (-n, -w: every timed call keeps its stamp,
@@ -29,33 +27,12 @@ MAX_REPEATS = 10**4
 MAX_FACTOR = float(1 << 30)
 
 
-def whole(value):
-    """``value`` as a Python int if it is a whole number (an int or a numpy integer, not a bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        return None
-    try:
-        return operator.index(value)
-    except TypeError:
-        return None
-
-
-def whole_at_least(value, what: str, least: int) -> int:
-    """``value`` as an int if it is a whole number >= ``least``; else ValueError naming ``what``."""
-    number = whole(value)
-    if number is None or number < least:
-        raise ValueError(f"{what} must be a whole number >= {least}, not {value!r}")
-    return number
-
-
 def check_ranks(nranks, flag: str = "world_size") -> int:
     """``nranks`` as an int, if at least 1 and within what this machine holds
     (:func:`labcore.live.sysinfo.rank_limit`, the same limit a Cluster applies)."""
     from labcore.live.sysinfo import LIMIT_ENV, rank_limit
 
-    number = whole(nranks)
-    if number is None or number < 1:
-        raise ValueError(f"{flag} must be a whole number of ranks >= 1, not {nranks!r}")
-    nranks = number
+    nranks = validate.whole_number(nranks, flag, least=1, must="a whole number of ranks >= 1")
     limit, why = rank_limit()
     if nranks > limit:
         raise ValueError(f"{flag} {nranks} is more ranks than this machine can hold ({why}); use at "
@@ -71,7 +48,7 @@ def check_counts(warmup, iters, repeats=1) -> tuple[int, int, int]:
             ("warmup", "-w", warmup, 0, MAX_CALLS, "calls per size"),
             ("iters", "-n", iters, 1, MAX_CALLS, "calls per size"),
             ("repeats", "-N", repeats, 1, MAX_REPEATS, "sweeps")):
-        number = whole_at_least(value, f"{name} ({flag})", least)
+        number = validate.whole_number(value, f"{name} ({flag})", least=least)
         if number > most:
             raise ValueError(f"{name} ({flag}) must be at most {most} {unit}, not {value!r}: "
                              f"use {flag} {most} or fewer")
@@ -91,9 +68,7 @@ def check_collective(op: str, nranks: int, redop: str, root: int) -> str:
     if name in _ops.OPS and _ops.OPS[name].power_of_two and nranks & (nranks - 1):
         raise ValueError(f"{name} needs a power-of-two number of ranks (nccl-tests skips others), "
                          f"not {nranks}: use -g {1 << (nranks.bit_length() - 1)}")
-    if whole(root) is None:
-        raise ValueError(f"root (-r) must be a whole rank number, not {root!r}")
-    root = whole(root)
+    root = validate.whole_number(root, "root (-r)", must="a whole rank number")
     if name in _ops.OPS and _ops.OPS[name].rooted and not 0 <= root < nranks:
         raise ValueError(f"root (-r) must be a rank between 0 and {nranks - 1}, not {root}")
     return name
@@ -116,7 +91,7 @@ def check_sizes(op: str, sizes: list[int], nranks: int, itemsize: int) -> None:
     name = _ops.canonical(op)
     if name == _ops.BARRIER or not sizes:
         return
-    bad = [s for s in sizes if whole(s) is None or s < 0]
+    bad = [s for s in sizes if validate.whole(s) is None or s < 0]
     if bad:
         raise ValueError(f"sizes must be whole, non-negative numbers of bytes, not {bad[0]!r}")
     if len(set(sizes)) != len(sizes):
@@ -138,12 +113,7 @@ def check_factor(factor) -> float | None:
     """
     if factor is None:
         return None
-    try:
-        value = float(factor) if isinstance(factor, numbers.Real) and not isinstance(factor, bool) else None
-    except (OverflowError, ValueError, TypeError):
-        value = math.inf
-    if value is None or not math.isfinite(value):
-        raise ValueError(f"factor (-f) must be a finite number above 1, not {factor!r}")
+    value = validate.finite_number(factor, "factor (-f)", must="a finite number above 1")
     if value > MAX_FACTOR:
         raise ValueError(f"factor (-f) must be at most {MAX_FACTOR:.0f} (2**30: 8 bytes times that is "
                          f"8 GiB already), not {factor!r}: use a smaller factor, or a step in bytes (-i)")

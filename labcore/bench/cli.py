@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from labcore import validate
 from labcore.bench import checks, memory
 from labcore.bench.harness import PLACEMENTS, describe_rank, measure
 from labcore.bench.ops import NAMES, OPS, canonical, nccl_tests_program
@@ -155,10 +156,9 @@ def _validate(args) -> tuple[dict, int, list[int]]:
     nranks = _planned_ranks(args)
     checks.check_collective(spec["op"], nranks, spec["redop"], spec["root"])
     checks.check_counts(args.warmup_iters, args.iters, args.run_cycles)
-    if not 0 <= args.tolerance < 10:
-        raise ValueError(f"--tolerance is the slowdown allowed as a fraction (0.25 = 25%), not {args.tolerance}")
-    if not 0 < args.alpha < 1:
-        raise ValueError(f"--alpha is a false-alarm rate between 0 and 1, not {args.alpha}")
+    validate.finite_number(args.tolerance, "--tolerance", at_least=0, below=10,
+                           must="the slowdown allowed as a fraction (0.25 = 25%)")
+    validate.finite_number(args.alpha, "--alpha", above=0, below=1, must="a false-alarm rate between 0 and 1")
     # A plain run's ranks start here; under torchrun the backend and memory are known on the ranks.
     backend = None if _under_torchrun() else choose_backend(nranks, args.backend)
     if backend is not None:
@@ -167,7 +167,7 @@ def _validate(args) -> tuple[dict, int, list[int]]:
     itemsize = dtype_of(spec["dtype"])[1].itemsize
     sizes = plan_sizes(spec["op"], nranks, itemsize, budget, args.minbytes, args.maxbytes,
                        args.stepfactor, args.stepbytes, spec["check"], where)
-    parse_size(args.compare_from)
+    validate.size(args.compare_from, "--compare-from", nccl_tests=True)
     return spec, nranks, sizes
 
 
