@@ -13,6 +13,9 @@ ValueError: every size is too small for all_gather on 4 ranks of 4-byte elements
 """
 from __future__ import annotations
 
+import json
+import os
+import stat
 from pathlib import Path
 
 from labcore import validate
@@ -120,11 +123,58 @@ def check_factor(factor) -> float | None:
     return value
 
 
-def check_writable(path) -> Path:
-    """``path`` can be written now (checked before measuring, so results are never lost)."""
-    path = Path(path)
+def check_output(path, force: bool = False, flag: str = "--json") -> Path:
+    """``path`` may be written by a run of the lab: checked before measuring (so results are never lost)
+    and again before saving (so nothing is destroyed).
+
+    Refused: an empty name, a name longer than a file system takes (:data:`MAX_NAME_BYTES` per
+    name, :data:`MAX_PATH_BYTES` in all), a symbolic link (it would write through to its target),
+    a folder or anything but a regular file, a file that exists and is not a sweep the lab saved
+    (unless ``force``), and a place the lab cannot write to.
+    """
+    text = os.fspath(path) if isinstance(path, os.PathLike) else path
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{flag} needs a file name, not {text!r}: give one, e.g. {flag} sweep.json")
+    if "\0" in text:
+        raise ValueError(f"{flag} {text!r} is not a file name (it holds a NUL character): give a plain name")
+    parts = [len(part.encode()) for part in Path(text).parts]
+    if len(text.encode()) > MAX_PATH_BYTES or max(parts) > MAX_NAME_BYTES:
+        raise ValueError(f"{flag} is a name of {len(text)} characters ({text[:40]}...), longer than a file system "
+                         f"takes ({MAX_NAME_BYTES} bytes a name, {MAX_PATH_BYTES} in all): give a shorter one")
+    path = Path(text)
+    if path.is_symlink():
+        raise ValueError(f"{flag} {path} is a symbolic link (to {os.readlink(path)}): the lab does not write "
+                         "through links; give the path of the file itself, or a new name")
     if path.is_dir():
         raise ValueError(f"cannot save to {path}: it is a folder; give a file name such as {path / 'sweep.json'}")
+    if path.exists():
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise ValueError(f"cannot save to {path}: it is not a regular file (a device, a pipe or a socket); "
+                             "give a file name")
+        if not force and not _lab_result(path):
+            raise ValueError(f"{flag} {path} exists and is not a sweep the lab saved: it would be overwritten; "
+                             "give another name, or add --force to replace it")
+    return _writable(path)
+
+
+# A file system's limits (Linux: NAME_MAX, PATH_MAX).
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4096
+
+
+def _lab_result(path: Path) -> bool:
+    """Whether ``path`` is a sweep the lab saved (a baseline JSON with the lab's format key)."""
+    from labcore.evidence import baseline
+    from labcore.files import read_bytes_limited
+
+    try:
+        doc = json.loads(read_bytes_limited(path, baseline.MAX_BASELINE_BYTES, "a sweep").decode("utf-8"))
+    except (ValueError, OSError, RecursionError, MemoryError):
+        return False
+    return isinstance(doc, dict) and doc.get("format") in baseline.READS
+
+
+def _writable(path: Path) -> Path:
     existed = path.exists()
     try:
         with open(path, "a"):

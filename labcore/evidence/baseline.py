@@ -20,6 +20,8 @@ Example
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -45,8 +47,24 @@ def save_baseline(df: pd.DataFrame, path) -> Path:
     params = df.attrs.get("params", {})
     doc = {"format": FORMAT, "params": json.loads(json.dumps(params, default=str)),
            "rows": json.loads(df.to_json(orient="records"))}
-    path.write_text(json.dumps(doc, indent=1))
+    _replace(path, json.dumps(doc, indent=1))
     return path
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: a file beside it, then renamed over it (a link
+    at ``path`` is replaced, its target left alone)."""
+    fd, partial = tempfile.mkstemp(prefix=".labcore-sweep-", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(partial, 0o666 & ~umask)
+        os.replace(partial, path)
+    except BaseException:
+        os.unlink(partial)
+        raise
 
 
 def load_baseline(path) -> pd.DataFrame:
