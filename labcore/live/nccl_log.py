@@ -406,11 +406,13 @@ def _down_first(tree: str) -> str:
     return tree
 
 
-def _closed_rings(neighbours: pd.DataFrame, known: dict) -> dict:
+def _closed_rings(neighbours: list[dict], known: dict) -> dict:
     """Rings put together from every rank's next neighbour, for channels no ring line printed."""
+    nexts: dict[int, dict] = {}
+    for n in neighbours:
+        nexts.setdefault(n["channel"], {})[n["rank"]] = n["next"]
     rings = {}
-    for channel, group in neighbours.groupby("channel"):
-        nxt = dict(zip(group["rank"], group["next"]))
+    for channel, nxt in nexts.items():
         if channel in known or 0 not in nxt:
             continue
         order, rank = [0], nxt[0]
@@ -418,7 +420,7 @@ def _closed_rings(neighbours: pd.DataFrame, known: dict) -> dict:
             order.append(rank)
             rank = nxt[rank]
         if rank == 0 and len(order) == len(nxt):
-            rings[int(channel)] = [int(r) for r in order]
+            rings[channel] = order
     return rings
 
 
@@ -464,7 +466,7 @@ def _finish(out: NcclLog, c: _Collector) -> None:
     out.hosts = sorted(c.hosts)
     out.trees = pd.DataFrame(c.trees, columns=["rank", "channel", "tree", "down_tree"])
     out.ring_neighbours = pd.DataFrame(c.neighbours, columns=["rank", "channel", "prev", "next", "host"])
-    out.rings.update(_closed_rings(out.ring_neighbours, out.rings))
+    out.rings.update(_closed_rings(c.neighbours, out.rings))
     out.transports = pd.DataFrame(
         c.peers, columns=["channel", "src", "dst", "direction", "transport", "detail", "host"])
     out.graphs = pd.DataFrame(c.graphs, columns=["pattern", "cross_nic", "channels", "bw_intra", "bw_inter",
