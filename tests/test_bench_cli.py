@@ -208,3 +208,109 @@ def test_single_node_torchrun_runs_the_same_entry_point_and_gate(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     done = _torchrun(["reduce_scatter", *FAST, "--baseline", str(tmp_path / "bad.json")])
     assert done.returncode != 0 and "corrupt JSON" in done.stderr and "out-of-place" not in done.stdout
+
+
+def _saved_sweep(path):
+    path.write_text(json.dumps({"format": "labcore-bench-baseline/2", "params": {}, "rows": []}))
+    return path
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda d: "", "--json needs a file name, not '': give one, e.g. --json sweep.json"),
+    (lambda d: "   ", "--json needs a file name"),
+    (lambda d: str(d / ("x" * 5000)), "--json is a name of"),
+    (lambda d: str(d / "sub" / ("y" * 300)), "longer than a file system takes (255 bytes a name"),
+])
+def test_empty_and_over_long_json_names_are_refused_before_measuring(make, message, tmp_path, capfd):
+    assert main(["all_reduce", *FAST, "-g", "2", "--json", make(tmp_path)]) == 2
+    out, err = capfd.readouterr()
+    assert message in err and err.count("\n") == 1 and out == ""      # nothing measured, nothing printed
+
+
+def test_json_never_overwrites_a_file_that_is_not_a_lab_sweep(tmp_path, capfd):
+    notebook = tmp_path / "lab.ipynb"
+    notebook.write_text('{"cells": [], "nbformat": 4}')
+    assert main(["all_reduce", *FAST, "-g", "2", "--json", str(notebook)]) == 2
+    out, err = capfd.readouterr()
+    assert f"--json {notebook} exists and is not a sweep the lab saved" in err and "--force" in err and out == ""
+    assert notebook.read_text() == '{"cells": [], "nbformat": 4}'
+    # A link is refused even with --force: the lab would write through it to its target.
+    link = tmp_path / "result.json"
+    link.symlink_to(notebook)
+    assert main(["all_reduce", *FAST, "-g", "2", "--force", "--json", str(link)]) == 2
+    assert "is a symbolic link" in capfd.readouterr().err and notebook.read_text().startswith('{"cells"')
+    # A sweep the lab saved is replaced; --force replaces anything else that is a regular file.
+    old = _saved_sweep(tmp_path / "old.json")
+    assert main(["all_reduce", *FAST, "-g", "2", "--json", str(old)]) == 0
+    assert main(["all_reduce", *FAST, "-g", "2", "--force", "--json", str(notebook)]) == 0
+    capfd.readouterr()
+    for path in (old, notebook):
+        assert json.loads(path.read_text())["format"] == "labcore-bench-baseline/2" and json.loads(
+            path.read_text())["rows"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lab.ipynb", "old.json", "result.json"]   # no partials
+
+
+def test_a_json_path_that_changes_while_measuring_is_checked_again(tmp_path, capfd, monkeypatch):
+    from labcore.bench import cli
+
+    target = tmp_path / "sweep.json"
+    keep = tmp_path / "precious.txt"
+    keep.write_text("mine")
+    real = cli._run_sizes
+
+    def then_a_link_appears(*args, **kwargs):
+        df = real(*args, **kwargs)
+        target.symlink_to(keep)                        # made while the sweep ran
+        return df
+
+    monkeypatch.setattr(cli, "_run_sizes", then_a_link_appears)
+    assert main(["all_reduce", *FAST, "-g", "2", "--json", str(target)]) == 2
+    assert "is a symbolic link" in capfd.readouterr().err and keep.read_text() == "mine"
+
+
+# A wrapper that runs `python -m labcore ...` as -m does, and says when torch starts importing: the test
+# interrupts at that event rather than after a sleep.
+_ANNOUNCE_TORCH = """
+import importlib.abc, runpy, sys
+class Announce(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "torch":
+            sys.meta_path.remove(self)
+            print("importing torch", flush=True)
+        return None
+sys.meta_path.insert(0, Announce())
+sys.argv = ["labcore", *sys.argv[1:]]
+runpy.run_module("labcore", run_name="__main__", alter_sys=True)
+"""
+
+
+def _interrupt_at(cmd, event, tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONUNBUFFERED="1")
+    env.pop("RANK", None)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stdout:
+            if event(line):
+                proc.send_signal(signal.SIGINT)
+                break
+        else:
+            pytest.fail(f"the child ended before the event: {proc.stderr.read()[-2000:]}")
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    return proc.returncode, proc.stderr.read()
+
+
+def test_ctrl_c_while_torch_imports_exits_130_with_one_line(tmp_path):
+    code, err = _interrupt_at([sys.executable, "-c", _ANNOUNCE_TORCH, "bench", "all_reduce", "-g", "2", *FAST],
+                              lambda line: line.startswith("importing torch"), tmp_path)
+    assert code == 130, err
+    assert err == "labcore bench: stopped by SIGINT (Ctrl-C)\n"
+
+
+def test_ctrl_c_during_a_simulated_sweep_exits_130_with_one_line(tmp_path):
+    cmd = [sys.executable, "-m", "labcore", "sim", "all_reduce", "--algo", "ring", "-n", "512", "-b", "8",
+           "-e", "1T", "-f", "2"]
+    code, err = _interrupt_at(cmd, lambda line: line.split()[:1] == ["8"], tmp_path)   # the first size's row
+    assert code == 130, err
+    assert err == "labcore sim: stopped by SIGINT (Ctrl-C)\n"

@@ -17,6 +17,11 @@ def read(name, **kw):
     return lc.bench.read_nccl_tests(DATA / name, **kw)
 
 
+def quote(name):
+    """A sample's quoted text alone (without its %% source lines), to join two real quotes."""
+    return (DATA / name).read_text().split("---- quoted text below, unedited (trailing blanks removed) ----\n")[1]
+
+
 def test_every_sample_cites_its_source_and_is_a_real_quote():
     assert len(FILES) >= 5
     nvidia = 0
@@ -29,13 +34,16 @@ def test_every_sample_cites_its_source_and_is_a_real_quote():
     assert nvidia >= 5
 
 
+# The collective of samples whose text does not name it (one per table where several are pasted).
+GIVEN = {"nccl-tests-128": "reduce_scatter", "nccl-tests-78": ["all_reduce", "alltoall"]}
+
+
 @pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
 def test_every_sample_reads_into_the_sweep_columns(path):
     op = None if "Collective test" in path.read_text() or "_perf" in path.read_text() else "all_reduce"
-    if "reduce_scatter" in path.name:
-        op = "reduce_scatter"
+    op = next((given for key, given in GIVEN.items() if key in path.name), op)
     df = lc.bench.read_nccl_tests(path, op=op)
-    assert list(df.columns) == lc.bench.COLUMNS and len(df) >= 2 and len(df) % 2 == 0
+    assert list(df.columns) == [*lc.bench.COLUMNS, "run"] and len(df) >= 2 and len(df) % 2 == 0
     assert set(df["placement"]) == set(lc.bench.PLACEMENTS) and (df["backend"] == "nccl").all()
     # The printed numbers agree with each other: algbw = size / time, to the printed precision
     # (but in the 2020 all_gather run, whose nccl-tests printed (n-1)/n of that as algbw).
@@ -169,3 +177,76 @@ def test_input_that_is_not_nccl_tests_output_is_refused():
         lc.bench.read_nccl_tests("# Collective test starting: alltoallv_perf\n  8 2 float none -1 "
                                  "1.0 0.0 0.0 0 1.0 0.0 0.0 0\n")
     assert isinstance(read("nccl_tests_nccl-1161_h100_pcie_nvlink_pair.txt"), pd.DataFrame)
+
+
+def test_srun_label_prefixes_are_removed():
+    # srun --label puts " 0: " before every line; before, no result line was read at all.
+    df = read("nccl_tests_rccl-1490_srun_label_all_gather.txt")
+    assert df["op"].eq("all_gather").all()                  # from the srun ... all_gather_perf command
+    assert (df["ranks"] == 32).all()                         # size / (count x 4 bytes): 4 nodes x 8 tasks
+    assert df["size"].unique().tolist() == [65536, 131072, 262144, 524288, 1048576]
+    assert df.loc[df["placement"] == "in-place", "time_us"].tolist() == [105.6, 202.6, 200.9, 678.9, 1304.0]
+    assert len(df.attrs["skipped"]) == 1 and df.attrs["skipped"][0].startswith("2097152")
+
+
+def test_two_tables_pasted_keep_their_rows_footers_and_collectives():
+    name = "nccl_tests_nccl-tests-78_allreduce_then_alltoall_old_layout.txt"
+    df = read(name, op=["all_reduce", "alltoall"])
+    assert df.groupby("run")["op"].unique().map(list).tolist() == [["all_reduce"], ["all_to_all"]]
+    alltoall = df[df["run"] == 1]
+    # The old layout leaves alltoall's redop blank: the rows are kept, read as "none".
+    assert len(alltoall) == 4 and (alltoall["redop"] == "none").all() and (alltoall["ranks"] == 64).all()
+    assert alltoall.loc[alltoall["placement"] == "out-of-place", "time_us"].tolist() == [520935.0, 1041974.0]
+    assert df.attrs["skipped"] == []
+    # Each table's average stays with it (before, the alltoall's 0.507636 was the all_reduce's).
+    assert [s["footer"]["avg_busbw"] for s in df.attrs["sections"]] == [4.32178, 0.507636]
+    assert df.attrs["footer"]["avg_busbw"] == 4.32178
+    assert [s["op"] for s in df.attrs["sections"]] == ["all_reduce", "all_to_all"]
+
+
+def test_a_table_whose_rows_contradict_its_collective_is_refused_in_one_line():
+    name = "nccl_tests_nccl-tests-78_allreduce_then_alltoall_old_layout.txt"
+    with pytest.raises(ValueError, match=r"^table 2 \(its first result at line 27\) is not all_reduce "
+                                         r"\(read from op=\): its rows name no reduction") as caught:
+        read(name, op="all_reduce")
+    assert "a list in the order of the tables" in str(caught.value) and "\n" not in str(caught.value)
+    with pytest.raises(ValueError, match="op names 1 collectives but the text holds 2 table"):
+        read(name, op=["all_reduce"])
+    # The same alltoall table quoted under nccl/issues/1184's all_reduce_perf command (two real quotes
+    # joined): it is not read as all_reduce without a word.
+    under = quote("nccl_tests_nccl-1184_dgx_h100_wrong_elements.txt")
+    alltoall = quote(name).split("alltoall result")[1]
+    with pytest.raises(ValueError, match=r"is not all_reduce \(read from the command quoted above it\): its rows "
+                                         r"name no reduction \(redop blank\)"):
+        lc.bench.read_nccl_tests(under + alltoall)
+    assert lc.bench.read_nccl_tests(under + alltoall, op=["all_reduce", "alltoall"])["run"].max() == 1
+    # A broadcast-sized table is not all_gather's: its sizes equal its counts.
+    with pytest.raises(ValueError, match="its rows name the reduction sum"):
+        read("nccl_tests_nccl-1244_h20_2node_nvls_rows_only.txt", op="all_gather")
+    with pytest.raises(ValueError, match="its size 268435456 is 64 times its count of 4-byte elements"):
+        lc.bench.read_nccl_tests(alltoall.replace("float    ", "float  sum"), op="all_reduce")
+
+
+def test_a_table_named_by_its_own_header_beside_another_command_is_read_so_and_noted():
+    # A real paste whose own footer names all_reduce_perf, after a real quote whose command is
+    # all_gather_perf (two quotes joined): read as all_reduce, and the other name is noted.
+    command = quote("nccl_tests_rccl-1490_srun_label_all_gather.txt").split("There is")[0]
+    runs = quote("nccl_tests_mooncake-3484_two_runs_pasted.txt")
+    df = lc.bench.read_nccl_tests(command + runs)
+    assert df["op"].eq("all_reduce").all()
+    assert df.attrs["notes"] == ["table 1 (its first result at line 7): read as all_reduce from its own 'Collective test' line; "
+                                 "the command quoted above it says all_gather"]
+
+
+def test_runs_pasted_one_after_another_keep_their_own_footer_and_version():
+    df = read("nccl_tests_mooncake-3484_two_runs_pasted.txt")
+    # The second run was quoted up to its devices: no results, so one run, and its version is not the first's.
+    assert df["run"].eq(0).all() and len(df) == 8 and (df["ranks"] == 8).all()
+    assert df.attrs["version"] is None and df.attrs["footer"]["avg_busbw"] == 102.829
+    assert len(df.attrs["sections"]) == 1
+
+
+def test_nccl_info_lines_between_result_lines_are_skipped():
+    df = read("nccl_tests_nccl-tests-331_nccl_info_between_rows.txt", op="all_reduce")
+    assert df["size"].unique().tolist() == [8, 16] and df.loc[1, "wrong"] == -1   # N/A in place
+    assert df.attrs["skipped"] == ["32 8 f"]

@@ -166,3 +166,176 @@ def test_parsed_logs_ride_along_in_dataframe_attrs():
     a, b = pd.DataFrame({"x": [1]}), pd.DataFrame({"x": [2]})
     a.attrs["nccl"], b.attrs["nccl"] = load("nccl_info_2node_ib.log"), load("nccl_info_pcie_shm.log")
     assert len(pd.concat([a, b])) == 2  # pandas compares attrs here; that must not raise
+
+
+# What each real log of tests/data yields (rank rows, rings, trees): before this parser read NCCL's
+# init lines of every release, the ranks table was empty for all twelve of these.
+YIELDS = {
+    "nccl_info_comm_init_all_2gpu.log": dict(ranks=2, rings=0, trees=0),
+    "nccl_info_comm_init_all_1gpu_v2_25.log": dict(ranks=1, rings=0, trees=0),
+    "nccl_info_v2_5_trees_up_down.log": dict(ranks=0, rings=0, trees=4),
+    "nccl_info_4node_ring_p2p_ipc.log": dict(ranks=12, rings=0, trees=0),
+    "nccl_info_2node_h20_ring_tree_lines.log": dict(ranks=1, rings=0, trees=19),
+    "nccl_info_8gpu_comm_nranks_nvls_comm.log": dict(ranks=4, rings=0, trees=32),
+    "nccl_info_comm_split_2node.log": dict(ranks=1, rings=4, trees=4),
+    "nccl_info_2node_roce_v2_10.log": dict(ranks=0, rings=1, trees=8),
+    "nccl_info_v2_4_socket_64ranks.log": dict(ranks=2, rings=0, trees=4),
+    "nccl_info_warn_ib_completion.log": dict(ranks=0, rings=0, trees=0),
+    "nccl_info_warn_no_ibverbs_4gpu.log": dict(ranks=0, rings=0, trees=0),
+    "nccl_info_rank_tag_no_host.log": dict(ranks=2, rings=0, trees=48),
+    "nccl_info_2node_ib.log": dict(ranks=2, rings=0, trees=32),
+    "nccl_info_nvls_heads_2node.log": dict(ranks=2, rings=0, trees=16),
+}
+
+
+@pytest.mark.parametrize("name", sorted(YIELDS))
+def test_what_each_real_log_yields(name):
+    log = load(name)
+    assert dict(ranks=len(log.ranks), rings=len(log.rings), trees=len(log.trees)) == YIELDS[name]
+
+
+def test_comm_init_all_lines_of_nccl_tests_g_n():
+    # nccl-tests -g 2: one process, two communicators from ncclCommInitAll (NVIDIA/nccl#1706); the quote
+    # cuts rank 0's line inside "- Init COMPLETE", which still names the rank.
+    log = load("nccl_info_comm_init_all_2gpu.log")
+    assert log.ranks[["rank", "nranks", "cuda_dev", "bus_id", "function"]].values.tolist() == [
+        [0, 2, 0, "f000", "ncclCommInitAll"], [1, 2, 1, "34000", "ncclCommInitAll"]]
+    assert set(log.ranks["comm_id"]) == {"0x76b3b6be637caf1c"} and log.collnet_channels == 4
+    one = load("nccl_info_comm_init_all_1gpu_v2_25.log")                 # NCCL 2.25: "NCCL INFO NCCL version"
+    assert one.version == "2.25.1+cuda12.4" and one.ranks["nranks"].tolist() == [1]
+
+
+def test_nranks_nnodes_localranks_lines_give_rank_rows():
+    log = load("nccl_info_8gpu_comm_nranks_nvls_comm.log")
+    assert log.ranks[["rank", "nranks", "cuda_dev", "nodes", "local_ranks", "local_rank"]].values.tolist() == [
+        [r, 8, r, 1, 8, r] for r in (0, 1, 2, 5)]
+    # NCCL 2.18-2.22's NVLS lines name each rank's head: here every GPU heads its own NVLS channel.
+    assert log.nvls_ranks[["cuda_dev", "head_rank", "heads"]].values.tolist() == [[0, 0, 8], [1, 1, 8], [3, 3, 8]]
+    # A rank's init line and its nRanks line are merged into one row (same process, same communicator).
+    ib = load("nccl_info_2node_ib.log")
+    assert ib.ranks[["rank", "host", "local_rank"]].values.tolist() == [[13, "qh100-gpu20", 5],
+                                                                          [14, "qh100-gpu20", 6]]
+
+
+def test_nccl_2_5_ring_lines_with_bus_ids_and_up_down_trees():
+    log = load("nccl_info_v2_5_trees_up_down.log")                      # NVIDIA/nccl#302, NCCL 2.5.6
+    assert log.transports[["src", "dst", "transport", "detail"]].values.tolist() == [
+        [155, 157, "P2P", "P2P/IPC"], [155, 153, "P2P", "P2P/IPC"], [155, 154, "P2P", "P2P/IPC"]]
+    three = log.trees.set_index("channel").loc[3]
+    assert (three["rank"], three["tree"], three["down_tree"]) == (155, "153/146/162->155->154",
+                                                                  "154->155->153/146/162")
+    assert log.hosts == ["crow-ib-new-nccl-256-info-19"]               # the "[155] " tag is not the host
+    old = load("nccl_info_4node_ring_p2p_ipc.log")                      # NVIDIA/nccl-tests#29
+    assert len(old.transports) == 19 and set(old.transports["detail"]) == {"P2P/IPC"}
+    assert old.ranks["nranks"].unique().tolist() == [32] and old.ranks["bus_id"].isna().all()
+    assert old.hosts == ["server1", "server2", "server3", "server4"]
+
+
+def test_nccl_2_4_trees_are_turned_round_and_socket_rings_read():
+    log = load("nccl_info_v2_4_socket_64ranks.log")                     # "Trees [0] 22->23->-1/-1/-1"
+    assert log.trees.set_index("rank")["tree"].to_dict() == {
+        23: "-1/-1/-1->23->22", 27: "-1/-1/-1->27->26", 31: "-1/-1/-1->31->30", 35: "-1/-1/-1->35->34"}
+    assert set(log.transports["detail"]) == {"NET/Socket/0"} and len(log.transports) == 10
+    assert log.ranks[["rank", "nranks"]].values.tolist() == [[15, 64], [19, 64]]
+
+
+def test_ring_neighbour_and_tree_lines_of_the_graph_subsystem():
+    log = load("nccl_info_2node_h20_ring_tree_lines.log")               # NVIDIA/nccl#1189
+    n = log.ring_neighbours
+    assert n[(n["rank"] == 1)][["channel", "prev", "next"]].values.tolist() == [[6, 0, 3], [7, 3, 0]]
+    lines = log.trees[log.trees["rank"] == 3]                           # "Tree 5 : -1 -> 3 -> 2/1/-1"
+    assert lines.set_index("channel")["tree"].to_dict() == {1: "2/-1/-1->3->1", 5: "2/1/-1->3->-1",
+                                                            3: "2/-1/-1->3->1"}
+    assert log.ranks[["rank", "nodes", "local_ranks", "local_rank"]].values.tolist() == [[3, 2, 2, 1]]
+    # Every rank's neighbours close a ring: it is put together where no ring line printed it.
+    text = ("h:1:2 [0] NCCL INFO Ring 00 : 2 -> 0 -> 1\nh:1:3 [1] NCCL INFO Ring 00 : 0 -> 1 -> 2\n"
+            "h:1:4 [2] NCCL INFO Ring 00 : 1 -> 2 -> 0\n")
+    assert parse(text).rings == {0: [0, 1, 2]} and parse(text.splitlines()[0]).rings == {}
+
+
+def test_comm_split_lines():
+    log = load("nccl_info_comm_split_2node.log")                        # NVIDIA/nccl#1605
+    row = log.ranks.iloc[0]
+    assert (row["function"], row["comm_id"], row["bus_id"], row["nodes"]) == (
+        "ncclCommSplit", "0x5a16c3838ce6f1f8", "1a000", 2)
+    assert len(log.ranks) == 1                          # "bootstrapSplit: comm ..." is not an init line
+    assert log.rings == {c: [0, 1] for c in range(4)} and log.transport(1, 0) == "NET"
+
+
+def test_rank_prefix_and_scalable_init_lines_of_nccl_2_29():
+    # No public log of these was found; the lines below are built from NCCL 2.29's format strings
+    # (src/init.cc, v2.29.2-1: "[Rank %d] %s comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx
+    # commId 0x%llx - Init START" and the "%s comm ... - Init COMPLETE" that follows).
+    start = ("gpu7:4100:4200 [3] NCCL INFO [Rank 11] ncclCommInitRankScalable comm 0x5611 rank 11 nranks 16 "
+             "cudaDev 3 nvmlDev 3 busId 4c000 commId 0xa1b2c3d4e5f60718 - Init START")
+    done = ("gpu7:4100:4200 [3] NCCL INFO ncclCommInitRankScalable comm 0x5611 rank 11 nranks 16 cudaDev 3 "
+            "nvmlDev 3 busId 4c000 commId 0xa1b2c3d4e5f60718 - Init COMPLETE")
+    log = parse("\n".join([start, done]))
+    assert log.ranks[["rank", "nranks", "cuda_dev", "bus_id", "host", "function", "comm_id"]].values.tolist() == [
+        [11, 16, 3, "4c000", "gpu7", "ncclCommInitRankScalable", "0xa1b2c3d4e5f60718"]]
+
+
+def test_warn_lines_name_their_host_gpu_and_source_line():
+    log = load("nccl_info_warn_ib_completion.log")                      # NVIDIA/nccl#1405
+    assert log.warning_lines[["host", "cuda_dev", "source"]].drop_duplicates().values.tolist() == [
+        ["kp-ddp-worker-0", 4, "ib_plugin.c:1615"]]
+    assert len(log.warnings) == 3 and log.warnings[0].startswith("NET/IB : Got completion from peer")
+    four = load("nccl_info_warn_no_ibverbs_4gpu.log")                   # NVIDIA/nccl#857
+    assert four.warning_lines[["host", "cuda_dev", "source", "text"]].values.tolist() == [
+        ["ai", d, "misc/ibvwrap.cc:63", "Failed to open libibverbs.so[.1]"] for d in (0, 2, 1)]
+    assert four.version == "2.10.3+cuda11.3"
+    # Only a WARN line names this host: it is among the hosts.
+    only = parse("[2025-07-21 19:05:29] node004:27907:27907 [1] transport/nvls.cc:254 NCCL WARN Cuda failure 401")
+    assert only.hosts == ["node004"] and only.warning_lines["cuda_dev"].tolist() == [1]
+
+
+def test_lines_with_only_the_gpu_tag_and_launcher_prefixes():
+    log = load("nccl_info_rank_tag_no_host.log")                        # "[2] NCCL INFO Trees ..."
+    assert log.hosts == [] and log.ranks[["rank", "cuda_dev"]].values.tolist() == [[1, 1], [3, 3]]
+    assert log.trees.groupby("rank")["channel"].count().to_dict() == {2: 24, 3: 24}
+    roce = load("nccl_info_2node_roce_v2_10.log")                       # NCCL 2.10's bare "NCCL version" line
+    assert roce.version == "2.10.3+cuda11.0" and roce.rings[0][:4] == [0, 7, 6, 5]
+    assert set(roce.nics["link"]) == {"RoCE"} and roce.hosts == ["nodea", "nodeb"]
+    # mpirun's "[1,0]<stdout>:" and srun's " 0: " before NCCL's prefix are not part of the host name.
+    for prefix in ("[1,0]<stdout>:", " 0: ", "rdma-worker-0: ", "2025-11-12 20:41:43,851 - INFO - "):
+        got = parse(prefix + "5873af64cf59:10158:10560 [0] NCCL INFO Channel 00/02 :    0   1")
+        assert got.hosts == ["5873af64cf59"] and got.rings == {0: [0, 1]}, prefix
+
+
+def test_entries_run_together_on_one_line_are_each_read():
+    # A terminal's wrapped output pasted as one line (as in deepseek-ai/DeepEP#106): every entry counts.
+    one = ("VM-1:11979:12555 [1] NCCL INFO NVLS Head  4:  4 12" + " " * 90 +
+           "VM-1:11978:12548 [0] NCCL INFO NVLS Head  1:  1  9" + " " * 90 +
+           "VM-1:11980:12549 [2] NCCL INFO Trees [0] 3/-1/-1->2->1 [1] 3/10/-1->2->-1")
+    log = parse(one)
+    assert log.nvls_heads == {4: [4, 12], 1: [1, 9]} and log.trees["tree"].tolist() == ["3/-1/-1->2->1",
+                                                                                          "3/10/-1->2->-1"]
+
+
+def test_a_long_line_is_read_and_the_input_is_bounded(monkeypatch):
+    # 200,000 characters on one line (the quadratic parser took over 30 s): the entries at its ends are read.
+    line = ("h:1:2 [0] NCCL INFO Channel 00/02 :    0   1 " + "x" * 200_000 +
+            " h:1:2 [0] NCCL INFO 2 coll channels, 0 nvls channels")
+    log = parse(line)
+    assert log.channels == 2 and log.hosts == ["h"]
+    for junk in ("a" * 200_000, "NCCL INFO " * 20_000, "1" * 200_000 + " coll channels", "[0]" * 70_000):
+        parse(junk)                                    # a result, not a hang (timed in benchmarks/bench_readers.py)
+    from labcore import files
+    monkeypatch.setattr("labcore.live.nccl_log.MAX_TEXT_BYTES", 1 << 20)
+    with pytest.raises(ValueError, match="more than the 1 MiB the lab reads"):
+        parse("x" * ((1 << 20) + 1))
+    with pytest.raises(ValueError, match="more than the 1 MiB the lab reads"):
+        parse(["x" * (1 << 19), "y" * ((1 << 19) + 1)])
+    assert files.MAX_TEXT_BYTES == 64 << 20
+
+
+def test_recorded_reads_only_the_bundled_logs(tmp_path):
+    from labcore.live.nccl_log import recorded
+
+    assert recorded("nccl_info_2node_h20.log").channels == 8
+    for name in ("../../etc/hostname", "/etc/hostname", "..", "nccl_info_2node_h20.log/..", "sub\\x.log", ""):
+        with pytest.raises(ValueError, match="a name, not a path") as caught:
+            recorded(name)
+        assert "nccl_info_2node_h20.log" in str(caught.value)          # the names it can read
+    with pytest.raises(ValueError, match="no bundled NCCL log named 'nope.log': choose one of"):
+        recorded("nope.log")

@@ -43,3 +43,43 @@ def test_cpu_summary_describes_this_machine():
     assert 0 < info["memory_available_gib"] <= info["memory_total_gib"]
     here = machine_topology()
     assert isinstance(here, dict) or len(here.gpus) >= 1
+
+
+def test_current_driver_matrix_reads_gpu_numa_id_after_the_double_tab():
+    # club-3090#1229 (2 x RTX 5090): nvidia-smi writes two tabs after NUMA Affinity; "GPU NUMA ID" was blank.
+    topo = parse_topo((DATA / "topo_2gpu_5090_gpu_numa_id.txt").read_text())
+    assert topo.gpus == ["GPU0", "GPU1"] and topo.matrix.loc["GPU0", "GPU1"] == "PHB"
+    assert topo.affinity.loc["GPU1"].to_dict() == {"CPU Affinity": "0-63", "NUMA Affinity": "0", "GPU NUMA ID": "N/A"}
+    p4 = parse_topo((DATA / "topo_1gpu_p4_numa_na.txt").read_text())   # HAMi#99: N/A, then two tabs, twice
+    assert p4.affinity.loc["GPU0"].to_dict() == {"CPU Affinity": "0-7", "NUMA Affinity": "N/A", "GPU NUMA ID": "N/A"}
+
+
+def test_underlined_header_of_a_terminal_keeps_gpu0():
+    # On a terminal current drivers underline the header: "\t\x1b[4mGPU0\t...\tGPU NUMA ID\x1b[0m" (the codes as
+    # nvidia-smi prints them, put into the real capture above; a pasted copy often keeps only "[4m").
+    plain = (DATA / "topo_2gpu_5090_gpu_numa_id.txt").read_text()
+    header = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"
+    for start, end in (("\x1b[4m", "\x1b[0m"), ("[4m", "[0m")):
+        text = plain.replace(header, f"\t{start}{header[1:]}{end}")
+        topo = parse_topo(text)
+        assert topo.gpus == ["GPU0", "GPU1"], start
+        assert list(topo.affinity.columns) == ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
+        assert topo.affinity.loc["GPU0", "GPU NUMA ID"] == "N/A"
+
+
+def test_a_copy_whose_tabs_became_spaces():
+    topo = parse_topo(DATA / "topo_5gpu_4090_spaces.txt")              # club-3090#46, read from its path
+    assert topo.gpus == [f"GPU{i}" for i in range(5)]
+    assert topo.matrix.loc["GPU1", "GPU2"] == "PHB" and topo.matrix.loc["GPU0", "GPU4"] == "SYS"
+    assert topo.affinity.loc["GPU0"].to_dict() == {"CPU Affinity": "8-15,24-31", "NUMA Affinity": "1",
+                                                   "GPU NUMA ID": "N/A"}
+    assert topo.gpu_links().set_index(["a", "b"]).loc[("GPU3", "GPU4"), "link"] == "PHB"
+
+
+def test_topology_input_is_bounded(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="/dev/zero is a device"):
+        parse_topo(Path("/dev/zero"))
+    monkeypatch.setattr("labcore.live.topology.MAX_TEXT_BYTES", 1 << 20)
+    with pytest.raises(ValueError, match="more than the 1 MiB"):
+        parse_topo("\tGPU0\n" + "x" * (1 << 20))
+    parse_topo("\tGPU0\nGPU0\t X \n" + "\n" * 200_000 + "NIC0: mlx5_0")   # blank lines: one pass, no hang

@@ -13,11 +13,12 @@ ValueError: every size is too small for all_gather on 4 ranks of 4-byte elements
 """
 from __future__ import annotations
 
-import math
-import numbers
-import operator
+import json
+import os
+import stat
 from pathlib import Path
 
+from labcore import validate
 from labcore.bench import ops as _ops
 
 # The most calls a size may time or warm up with (-n, -w: every timed call keeps its stamp,
@@ -29,33 +30,12 @@ MAX_REPEATS = 10**4
 MAX_FACTOR = float(1 << 30)
 
 
-def whole(value):
-    """``value`` as a Python int if it is a whole number (an int or a numpy integer, not a bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        return None
-    try:
-        return operator.index(value)
-    except TypeError:
-        return None
-
-
-def whole_at_least(value, what: str, least: int) -> int:
-    """``value`` as an int if it is a whole number >= ``least``; else ValueError naming ``what``."""
-    number = whole(value)
-    if number is None or number < least:
-        raise ValueError(f"{what} must be a whole number >= {least}, not {value!r}")
-    return number
-
-
 def check_ranks(nranks, flag: str = "world_size") -> int:
     """``nranks`` as an int, if at least 1 and within what this machine holds
     (:func:`labcore.live.sysinfo.rank_limit`, the same limit a Cluster applies)."""
     from labcore.live.sysinfo import LIMIT_ENV, rank_limit
 
-    number = whole(nranks)
-    if number is None or number < 1:
-        raise ValueError(f"{flag} must be a whole number of ranks >= 1, not {nranks!r}")
-    nranks = number
+    nranks = validate.whole_number(nranks, flag, least=1, must="a whole number of ranks >= 1")
     limit, why = rank_limit()
     if nranks > limit:
         raise ValueError(f"{flag} {nranks} is more ranks than this machine can hold ({why}); use at "
@@ -71,7 +51,7 @@ def check_counts(warmup, iters, repeats=1) -> tuple[int, int, int]:
             ("warmup", "-w", warmup, 0, MAX_CALLS, "calls per size"),
             ("iters", "-n", iters, 1, MAX_CALLS, "calls per size"),
             ("repeats", "-N", repeats, 1, MAX_REPEATS, "sweeps")):
-        number = whole_at_least(value, f"{name} ({flag})", least)
+        number = validate.whole_number(value, f"{name} ({flag})", least=least)
         if number > most:
             raise ValueError(f"{name} ({flag}) must be at most {most} {unit}, not {value!r}: "
                              f"use {flag} {most} or fewer")
@@ -92,9 +72,7 @@ def check_collective(op: str, nranks: int, redop: str, root: int) -> str:
     if name in _ops.OPS and _ops.OPS[name].power_of_two and nranks & (nranks - 1):
         raise ValueError(f"{name} needs a power-of-two number of ranks (nccl-tests skips others), "
                          f"not {nranks}: use -g {1 << (nranks.bit_length() - 1)}")
-    if whole(root) is None:
-        raise ValueError(f"root (-r) must be a whole rank number, not {root!r}")
-    root = whole(root)
+    root = validate.whole_number(root, "root (-r)", must="a whole rank number")
     if name in _ops.OPS and _ops.OPS[name].rooted and not 0 <= root < nranks:
         raise ValueError(f"root (-r) must be a rank between 0 and {nranks - 1}, not {root}")
     return name
@@ -117,7 +95,7 @@ def check_sizes(op: str, sizes: list[int], nranks: int, itemsize: int) -> None:
     name = _ops.canonical(op)
     if name == _ops.BARRIER or not sizes:
         return
-    bad = [s for s in sizes if whole(s) is None or s < 0]
+    bad = [s for s in sizes if validate.whole(s) is None or s < 0]
     if bad:
         raise ValueError(f"sizes must be whole, non-negative numbers of bytes, not {bad[0]!r}")
     if len(set(sizes)) != len(sizes):
@@ -139,23 +117,65 @@ def check_factor(factor) -> float | None:
     """
     if factor is None:
         return None
-    try:
-        value = float(factor) if isinstance(factor, numbers.Real) and not isinstance(factor, bool) else None
-    except (OverflowError, ValueError, TypeError):
-        value = math.inf
-    if value is None or not math.isfinite(value):
-        raise ValueError(f"factor (-f) must be a finite number above 1, not {factor!r}")
+    value = validate.finite_number(factor, "factor (-f)", must="a finite number above 1")
     if value > MAX_FACTOR:
         raise ValueError(f"factor (-f) must be at most {MAX_FACTOR:.0f} (2**30: 8 bytes times that is "
                          f"8 GiB already), not {factor!r}: use a smaller factor, or a step in bytes (-i)")
     return value
 
 
-def check_writable(path) -> Path:
-    """``path`` can be written now (checked before measuring, so results are never lost)."""
-    path = Path(path)
+def check_output(path, force: bool = False, flag: str = "--json") -> Path:
+    """``path`` may be written by a run of the lab: checked before measuring (so results are never lost)
+    and again before saving (so nothing is destroyed).
+
+    Refused: an empty name, a name longer than a file system takes (:data:`MAX_NAME_BYTES` per
+    name, :data:`MAX_PATH_BYTES` in all), a symbolic link (it would write through to its target),
+    a folder or anything but a regular file, a file that exists and is not a sweep the lab saved
+    (unless ``force``), and a place the lab cannot write to.
+    """
+    text = os.fspath(path) if isinstance(path, os.PathLike) else path
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{flag} needs a file name, not {text!r}: give one, e.g. {flag} sweep.json")
+    if "\0" in text:
+        raise ValueError(f"{flag} {text!r} is not a file name (it holds a NUL character): give a plain name")
+    parts = [len(part.encode()) for part in Path(text).parts]
+    if len(text.encode()) > MAX_PATH_BYTES or max(parts) > MAX_NAME_BYTES:
+        raise ValueError(f"{flag} is a name of {len(text)} characters ({text[:40]}...), longer than a file system "
+                         f"takes ({MAX_NAME_BYTES} bytes a name, {MAX_PATH_BYTES} in all): give a shorter one")
+    path = Path(text)
+    if path.is_symlink():
+        raise ValueError(f"{flag} {path} is a symbolic link (to {os.readlink(path)}): the lab does not write "
+                         "through links; give the path of the file itself, or a new name")
     if path.is_dir():
         raise ValueError(f"cannot save to {path}: it is a folder; give a file name such as {path / 'sweep.json'}")
+    if path.exists():
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise ValueError(f"cannot save to {path}: it is not a regular file (a device, a pipe or a socket); "
+                             "give a file name")
+        if not force and not _lab_result(path):
+            raise ValueError(f"{flag} {path} exists and is not a sweep the lab saved: it would be overwritten; "
+                             "give another name, or add --force to replace it")
+    return _writable(path)
+
+
+# A file system's limits (Linux: NAME_MAX, PATH_MAX).
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4096
+
+
+def _lab_result(path: Path) -> bool:
+    """Whether ``path`` is a sweep the lab saved (a baseline JSON with the lab's format key)."""
+    from labcore.evidence import baseline
+    from labcore.files import read_bytes_limited
+
+    try:
+        doc = json.loads(read_bytes_limited(path, baseline.MAX_BASELINE_BYTES, "a sweep").decode("utf-8"))
+    except (ValueError, OSError, RecursionError, MemoryError):
+        return False
+    return isinstance(doc, dict) and doc.get("format") in baseline.READS
+
+
+def _writable(path: Path) -> Path:
     existed = path.exists()
     try:
         with open(path, "a"):

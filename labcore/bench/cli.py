@@ -11,7 +11,10 @@ of ranks). Run it two ways:
 
 Every input is checked before a rank starts; a bad one gets one line naming the fix
 and exit status 2. ``--json FILE`` saves the sweep with every repeat (it can serve as
-a baseline); ``--baseline FILE`` runs the evidence gate of
+a baseline), written whole or not at all; it replaces an existing file only if that is a
+sweep the lab saved (or with ``--force``), never writes through a symbolic link, and an
+empty or over-long name is refused before anything is measured. Ctrl-C at any moment
+(even while torch imports) ends with one line and status 130. ``--baseline FILE`` runs the evidence gate of
 :func:`labcore.evidence.compare` against one (repeat with ``-N`` so it can decide).
 
 Example
@@ -32,6 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from labcore import validate
 from labcore.bench import checks, memory
 from labcore.bench.harness import PLACEMENTS, describe_rank, measure
 from labcore.bench.ops import NAMES, OPS, canonical, nccl_tests_program
@@ -99,7 +103,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-r", "--root", type=int, default=0, help="root of rooted collectives (default 0)")
     p.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"])
     p.add_argument("--timeout", type=float, default=300.0, help="seconds one size may take (default 300)")
-    p.add_argument("--json", metavar="FILE", help="save the sweep, every repeat, as JSON (a baseline)")
+    p.add_argument("--json", metavar="FILE", help="save the sweep, every repeat, as JSON (a baseline); an "
+                   "existing file is replaced only if it is a sweep the lab saved, or with --force")
+    p.add_argument("--force", action="store_true",
+                   help="let --json replace an existing file that is not a sweep the lab saved")
     p.add_argument("--baseline", metavar="FILE",
                    help="compare with this saved sweep; exit 1 on a regression, 3 if inconclusive")
     p.add_argument("--tolerance", type=float, default=0.25,
@@ -155,10 +162,9 @@ def _validate(args) -> tuple[dict, int, list[int]]:
     nranks = _planned_ranks(args)
     checks.check_collective(spec["op"], nranks, spec["redop"], spec["root"])
     checks.check_counts(args.warmup_iters, args.iters, args.run_cycles)
-    if not 0 <= args.tolerance < 10:
-        raise ValueError(f"--tolerance is the slowdown allowed as a fraction (0.25 = 25%), not {args.tolerance}")
-    if not 0 < args.alpha < 1:
-        raise ValueError(f"--alpha is a false-alarm rate between 0 and 1, not {args.alpha}")
+    validate.finite_number(args.tolerance, "--tolerance", at_least=0, below=10,
+                           must="the slowdown allowed as a fraction (0.25 = 25%)")
+    validate.finite_number(args.alpha, "--alpha", above=0, below=1, must="a false-alarm rate between 0 and 1")
     # A plain run's ranks start here; under torchrun the backend and memory are known on the ranks.
     backend = None if _under_torchrun() else choose_backend(nranks, args.backend)
     if backend is not None:
@@ -167,14 +173,14 @@ def _validate(args) -> tuple[dict, int, list[int]]:
     itemsize = dtype_of(spec["dtype"])[1].itemsize
     sizes = plan_sizes(spec["op"], nranks, itemsize, budget, args.minbytes, args.maxbytes,
                        args.stepfactor, args.stepbytes, spec["check"], where)
-    parse_size(args.compare_from)
+    validate.size(args.compare_from, "--compare-from", nccl_tests=True)
     return spec, nranks, sizes
 
 
 def _check_files(args, spec, nranks, sizes) -> pd.DataFrame | None:
     """--json can be written and --baseline fits this run (read where rank 0 runs): the baseline."""
-    if args.json:
-        checks.check_writable(args.json)
+    if args.json is not None:
+        checks.check_output(args.json, args.force)
     if not args.baseline:
         return None
     if args.json and Path(args.json).resolve() == Path(args.baseline).resolve():
@@ -273,7 +279,8 @@ def _finish(args, df, spec, nranks, backend, base, say) -> int:
                               max_bytes=args.maxbytes, factor=args.stepfactor, step=args.stepbytes,
                               repeats=args.run_cycles)
     say(*footer_lines(df))
-    if args.json:
+    if args.json is not None:
+        checks.check_output(args.json, args.force)      # again: the file may have changed while measuring
         try:
             _baseline.save_baseline(df, args.json)
         except OSError as exc:
@@ -332,7 +339,13 @@ def _main_torchrun(args, spec, sizes_asked) -> int:
         dist.all_gather_object(infos, describe_rank())
         say(*_preamble(args, spec, sizes, nranks, backend, infos), *header_lines())
         df = _run_sizes(measure, sizes, spec, args.run_cycles, say)
-        code = _finish(args, df, spec, nranks, backend, base, say) if rank == 0 else 0
+        code = 0
+        if rank == 0:
+            try:
+                code = _finish(args, df, spec, nranks, backend, base, say)
+            except ValueError as exc:       # the other ranks wait for the verdict: say it, then send it
+                print(f"labcore bench: {_one_line(exc)}", file=sys.stderr)
+                code = 2
         flag = torch.tensor([code], dtype=torch.int64, device=device)
         dist.broadcast(flag, src=0)  # every rank exits with rank 0's verdict
         return int(flag.item())

@@ -13,15 +13,15 @@ Example
 """
 from __future__ import annotations
 
-import numbers
 from contextlib import nullcontext
 
 import pandas as pd
 
+from labcore import validate
 from labcore.bench import checks, memory
 from labcore.bench import ops as _ops
 from labcore.bench.harness import PLACEMENTS, measure
-from labcore.bench.units import dtype_of, parse_size, size_steps
+from labcore.bench.units import dtype_of, size_steps
 from labcore.live.settings import check_env
 
 COLUMNS = ["op", "size", "count", "type", "redop", "root", "ranks", "backend", "placement",
@@ -78,11 +78,8 @@ def plan_sizes(op: str, nranks: int, itemsize: int, budget: int | None, min_byte
 
 
 def _size(value, flag: str) -> int:
-    """``parse_size(value)``, its error naming the flag it came from."""
-    try:
-        return parse_size(value)
-    except ValueError as exc:
-        raise ValueError(f"{flag}: {exc}") from None
+    """``value`` read as nccl-tests reads ``-b/-e/-i``, its error naming the flag it came from."""
+    return validate.size(value, flag, nccl_tests=True)
 
 
 def _validate(op, nranks, dtype, redop, root, warmup, iters, placements, repeats, slowdown, check, corrupt,
@@ -92,8 +89,8 @@ def _validate(op, nranks, dtype, redop, root, warmup, iters, placements, repeats
     name = checks.check_collective(op, nranks, redop, root)
     _, torch_dtype = dtype_of(dtype)
     warmup, iters, repeats = checks.check_counts(warmup, iters, repeats)
-    slowdown = checks.whole_at_least(slowdown, "slowdown", 1)
-    corrupt = checks.whole_at_least(corrupt, "corrupt", 0)
+    slowdown = validate.whole_number(slowdown, "slowdown", least=1)
+    corrupt = validate.whole_number(corrupt, "corrupt", least=0)
     if not isinstance(check, bool):
         raise ValueError(f"check must be True or False, not {check!r}")
     if timeout is not None:
@@ -105,7 +102,7 @@ def _validate(op, nranks, dtype, redop, root, warmup, iters, placements, repeats
         raise ValueError(f"placements must name each of {PLACEMENTS} at most once (and one at least), "
                          f"got {placements}")
     # Plain ints from here on (numpy's integers are accepted, and sent to the ranks as ints).
-    counts = dict(root=checks.whole(root), warmup=warmup, iters=iters, repeats=repeats, slowdown=slowdown,
+    counts = dict(root=validate.whole(root), warmup=warmup, iters=iters, repeats=repeats, slowdown=slowdown,
                   corrupt=corrupt)
     return name, torch_dtype, placements, counts
 
@@ -170,11 +167,11 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
     from labcore.live.cluster import Cluster
     from labcore.live.sysinfo import choose_backend
 
-    owned = isinstance(cluster, numbers.Integral) and not isinstance(cluster, bool)
+    owned = validate.whole(cluster) is not None
     if not owned and not callable(getattr(cluster, "call", None)):
         raise TypeError(f"sweep runs on a cluster (lc.Cluster, lc.EngineCluster) or a number of ranks to "
                         f"start, not {type(cluster).__name__}")
-    nranks = checks.check_ranks(int(cluster)) if owned else cluster.world_size
+    nranks = checks.check_ranks(cluster) if owned else cluster.world_size
     cluster = nranks if owned else cluster
     name, torch_dtype, placements, counts = _validate(op, nranks, dtype, redop, root, warmup, iters,
                                                       placements, repeats, slowdown, check, corrupt, timeout)

@@ -13,20 +13,13 @@ Example
 from __future__ import annotations
 
 import math
-import numbers
-import re
 
 import torch
 
-# nccl-tests' parsesize (src/common.cu, commit a0b82b2): a number, then optionally one of
-# K, M, G (either case, powers of 1024); anything after that letter is ignored ("2kb" is 2K).
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-_NUMBER = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf(?:inity)?|nan))",
-                     re.IGNORECASE)
+from labcore import validate
 
-# The largest size (-b, -e, -i) read: 2**63 bytes (8 EiB) is more than torch can index, and
-# sizes near the largest float would overflow when multiplied by a factor.
-MAX_BYTES = (1 << 63) - 1
+# The largest size (-b, -e, -i) read (2**63 bytes: more than torch can index).
+MAX_BYTES = validate.MAX_BYTES
 
 # A sweep of more sizes than this is a slip of -i or -f (one of 8 B steps up to 1 GiB would
 # keep a list of 134 million sizes before measuring any).
@@ -49,26 +42,9 @@ def parse_size(text) -> int:
     A number (``8``, ``0.3``, ``1e3``) and an optional K, M or G (powers of 1024);
     a fractional result is truncated as nccl-tests' cast to ``size_t`` does, so
     ``0.3K`` is 307 bytes. nan, inf, negative sizes and sizes above :data:`MAX_BYTES` are refused.
+    (The nccl-tests variant of :func:`labcore.validate.size`, the lab's one size grammar.)
     """
-    if isinstance(text, bool):
-        raise ValueError(f"size {text!r} is not a number of bytes")
-    if isinstance(text, numbers.Integral):   # Python's and numpy's integers, exactly (10**400 too)
-        value = int(text)
-    else:
-        s = str(text)
-        match = _NUMBER.match(s)
-        unit = s[match.end():].lstrip()[:1].lower() if match else None
-        if match is None or unit not in _UNITS:
-            raise ValueError(f"cannot read size {text!r}: write a number of bytes with an optional "
-                             "K, M or G (powers of 1024), e.g. 8, 0.3K, 64K, 128M, 1G")
-        value = float(match.group(1)) * _UNITS[unit]
-    if value < 0 or (isinstance(value, float) and not math.isfinite(value)):
-        raise ValueError(f"size {text!r} must be a finite, non-negative number of bytes")
-    if value > MAX_BYTES:
-        shown = repr(text) if len(repr(text)) <= 40 else f"{repr(text)[:20]}... ({len(repr(text))} characters)"
-        raise ValueError(f"size {shown} is more than 2**63 bytes (8 EiB), more than torch can index: "
-                         "give a number of bytes with an optional K, M or G, e.g. 64K, 128M, 8G")
-    return int(value)
+    return validate.size(text, nccl_tests=True)
 
 
 def _too_many(count: int) -> ValueError:

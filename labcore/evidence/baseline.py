@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import json
 import os
-import stat
+import tempfile
 from pathlib import Path
 
 import pandas as pd
+
+from labcore.files import read_bytes_limited
 
 FORMAT = "labcore-bench-baseline/2"
 # Version 1 files hold a single run (no repeat column); they still load.
@@ -34,6 +36,7 @@ NEEDED = ["op", "size", "type", "placement", "time_us", "busbw"]
 # larger file is not one, and is refused before it is read (``--baseline /dev/zero`` would
 # otherwise fill the memory).
 MAX_BASELINE_BYTES = 64 << 20
+_GIVE = "give the JSON file saved with --json FILE"
 
 
 def save_baseline(df: pd.DataFrame, path) -> Path:
@@ -44,8 +47,24 @@ def save_baseline(df: pd.DataFrame, path) -> Path:
     params = df.attrs.get("params", {})
     doc = {"format": FORMAT, "params": json.loads(json.dumps(params, default=str)),
            "rows": json.loads(df.to_json(orient="records"))}
-    path.write_text(json.dumps(doc, indent=1))
+    _replace(path, json.dumps(doc, indent=1))
     return path
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: a file beside it, then renamed over it (a link
+    at ``path`` is replaced, its target left alone)."""
+    fd, partial = tempfile.mkstemp(prefix=".labcore-sweep-", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(partial, 0o666 & ~umask)
+        os.replace(partial, path)
+    except BaseException:
+        os.unlink(partial)
+        raise
 
 
 def load_baseline(path) -> pd.DataFrame:
@@ -98,68 +117,11 @@ def _parse(data: bytes):
 
 
 def _read_bounded(path: Path) -> bytes:
-    """The bytes of ``path`` if it is a regular file of at most :data:`MAX_BASELINE_BYTES`.
-
-    Looked at before it is opened (opening a device can act on it), opened without blocking
-    (a FIFO with no writer would wait forever) and checked again on the open file, then read
-    up to one byte past the limit, so a file that grows (or a /proc file that says it is
-    empty) is never read whole.
-    """
-    if "\0" in str(path):
-        raise ValueError(f"{str(path)!r} is not a file name (it holds a NUL character): give the JSON "
-                         "file saved with --json FILE")
-    try:
-        _check_kind(path, os.stat(path))
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"no baseline at {path}: save one first with "
-                                "lc.evidence.save_baseline(df, path) or --json FILE") from None
-    except IsADirectoryError:
-        raise ValueError(f"{path} is a folder, not a baseline: give the JSON file saved with "
-                         "--json FILE") from None
-    except OSError as exc:
-        raise ValueError(f"cannot read the baseline {path} ({exc.strerror}): check the path and its "
-                         "permissions") from None
-    try:
-        _check_kind(path, os.fstat(fd))
-        os.set_blocking(fd, True)
-        chunks, total = [], 0
-        while total <= MAX_BASELINE_BYTES:
-            chunk = os.read(fd, min(1 << 20, MAX_BASELINE_BYTES + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > MAX_BASELINE_BYTES:
-            raise ValueError(_too_large(path, None))
-        return b"".join(chunks)
-    except OSError as exc:
-        raise ValueError(f"cannot read the baseline {path} ({exc.strerror or _named(exc)}): check the "
-                         "path and its permissions") from None
-    except MemoryError:
-        raise ValueError(f"ran out of memory reading the baseline {path}; free some memory, or give a "
-                         "baseline saved with --json FILE") from None
-    finally:
-        os.close(fd)
-
-
-def _check_kind(path: Path, info: os.stat_result) -> None:
-    """Refuse what is not a regular file of at most :data:`MAX_BASELINE_BYTES`, naming it."""
-    if stat.S_ISDIR(info.st_mode):
-        raise ValueError(f"{path} is a folder, not a baseline: give the JSON file saved with --json FILE")
-    if not stat.S_ISREG(info.st_mode):
-        kind = ("a pipe (FIFO)" if stat.S_ISFIFO(info.st_mode) else
-                "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else
-                "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
-        raise ValueError(f"{path} is {kind}, not a baseline: give the JSON file saved with --json FILE")
-    if info.st_size > MAX_BASELINE_BYTES:
-        raise ValueError(_too_large(path, info.st_size))
-
-
-def _too_large(path: Path, size: int | None) -> str:
-    how_big = f"is {size / (1 << 20):.1f} MiB," if size is not None else "holds"
-    return (f"{path} {how_big} more than the {MAX_BASELINE_BYTES >> 20} MiB a baseline may have: it is not "
-            "a baseline of the lab; give the JSON file saved with --json FILE")
+    """The bytes of ``path`` if it is a regular file of at most :data:`MAX_BASELINE_BYTES`
+    (:func:`labcore.files.read_bytes_limited`: never a device or pipe, never read past the limit)."""
+    return read_bytes_limited(path, MAX_BASELINE_BYTES, "a baseline", fix=_GIVE,
+                              missing="save one first with lc.evidence.save_baseline(df, path) or --json FILE",
+                              too_large=f"it is not a baseline of the lab; {_GIVE}")
 
 
 def _from_doc(doc, path: Path) -> pd.DataFrame:

@@ -51,10 +51,10 @@ def copy_bandwidth(cluster, nbytes: int = 64 << 20, repeats: int = 7) -> tuple[f
     """
     from labcore.evidence.stats import bootstrap_median
 
-    from labcore.bench.checks import whole_at_least
+    from labcore import validate
 
-    nbytes = whole_at_least(nbytes, "nbytes (a number of bytes)", 4)
-    repeats = whole_at_least(repeats, "repeats", 1)
+    nbytes = validate.whole_number(nbytes, "nbytes (a number of bytes)", least=4)
+    repeats = validate.whole_number(repeats, "repeats", least=1)
     seconds = np.asarray(cluster.call(copy_seconds, (nbytes, repeats)), dtype=float)
     per_repeat = (nbytes // 4 * 4) / seconds / 1e9
     return bootstrap_median(per_repeat.mean(axis=0))

@@ -27,6 +27,7 @@ import sys
 import time
 from contextlib import contextmanager
 
+from labcore import validate
 from labcore.evidence.load import stop_processes
 
 # One process: train an MLP in a loop, say "ready" after the first step, and stop when the
@@ -84,12 +85,9 @@ def training_neighbours(n: int = 2, width: int = 512, max_seconds: float = 300.0
     max_seconds : each stops by itself after this long, even if the block is still running.
     ready_timeout : seconds to wait for every process's first step before giving up.
     """
-    from labcore.bench.checks import whole_at_least
-
-    n, width = whole_at_least(n, "n", 1), whole_at_least(width, "width", 1)
+    n, width = validate.whole_number(n, "n", least=1), validate.whole_number(width, "width", least=1)
     for name, value in (("max_seconds", max_seconds), ("ready_timeout", ready_timeout)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-            raise ValueError(f"{name} must be a finite number of seconds above 0, not {value!r}")
+        validate.positive_number(value, name, must="a finite number of seconds above 0")
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     procs = []
     try:

@@ -35,6 +35,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from labcore import validate
+
 # d2 for subgroups of 2 (moving ranges of consecutive points): E[range] = 1.128 sigma.
 D2 = 1.128
 RUN_LENGTH = 8
@@ -114,14 +116,13 @@ def control_table(runs, size: int, placement: str = "in-place", baseline: int = 
     the run's repeats) with its bootstrap interval low_us..high_us, center_us, lower_us,
     upper_us, signal, gate ("regression"/"pass"/"inconclusive" for monitored runs) and slowdown.
     """
-    from labcore.bench.checks import whole
     from labcore.evidence.stats import bootstrap_median, compare
 
     ordered = _ordered_runs(runs)
-    if whole(baseline) is None or not 2 <= baseline < len(ordered):
-        raise ValueError(f"baseline must be a whole number of runs from 2 to {len(ordered) - 1} (the rest are "
-                         f"watched), not {baseline!r}: measure more runs or use a shorter baseline")
-    baseline = whole(baseline)
+    baseline = validate.whole_number(
+        baseline, "baseline", least=2, most=len(ordered) - 1,
+        must=f"a whole number of runs from 2 to {len(ordered) - 1} (the rest are watched)",
+        fix="measure more runs or use a shorter baseline")
     picked = []
     for label, df in ordered:
         d = df[(df["size"] == size) & (df["placement"] == placement)] if "placement" in df else df[df["size"] == size]

@@ -35,6 +35,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from labcore import validate
 from labcore.bench import checks
 from labcore.bench import ops as _ops
 
@@ -42,8 +43,8 @@ QUANTILES = (0.5, 0.99)
 
 
 def _check_fraction(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
-        raise ValueError(f"{name} must be a fraction strictly between 0 and 1 (0.99 = p99), not {value!r}")
+    validate.finite_number(value, name, above=0, below=1,
+                           must="a fraction strictly between 0 and 1 (0.99 = p99)")
 
 
 def _binomial_cdf(n: int, q: float) -> np.ndarray:
@@ -165,17 +166,17 @@ def call_latencies(cluster, op: str = "all_reduce", nbytes=1 << 20, *, calls: in
     >>> latency_summary(lat)                                              # doctest: +SKIP
     """
     from labcore.bench.harness import PLACEMENTS
-    from labcore.bench.units import dtype_of, parse_size
+    from labcore.bench.units import dtype_of
 
     name = checks.check_collective(op, cluster.world_size, redop, root)
     if name == _ops.BARRIER:
         raise ValueError("a barrier moves no data; time a collective that does (all_reduce, ...)")
     warmup, calls, _ = checks.check_counts(warmup, calls)
-    root = checks.whole(root)
+    root = validate.whole(root)
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {PLACEMENTS}, not {placement!r}")
     _, torch_dtype = dtype_of(dtype)
-    size = parse_size(nbytes)
+    size = validate.size(nbytes, nccl_tests=True)
     checks.check_sizes(name, [size], cluster.world_size, torch_dtype.itemsize)
     spec = dict(op=name, nbytes=size, dtype=dtype, redop=redop, root=root, placement=placement,
                 calls=calls, warmup=warmup)

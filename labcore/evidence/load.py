@@ -21,6 +21,8 @@ import subprocess
 import sys
 from contextlib import contextmanager
 
+from labcore import validate
+
 # Spin, checking about every 10 ms whether to stop (parent gone or time up).
 _SPIN = """
 import os, sys, time
@@ -40,8 +42,7 @@ def noisy_neighbours(n: int = 2, max_seconds: float = 300.0):
     n : how many busy processes (one keeps about one core busy).
     max_seconds : each stops by itself after this long, even if the block is still running.
     """
-    if n < 1:
-        raise ValueError(f"n must be at least 1 busy process, not {n}")
+    n = validate.whole_number(n, "n", least=1, must="at least 1 busy process")
     procs = [subprocess.Popen([sys.executable, "-c", _SPIN, str(os.getpid()), str(max_seconds)])
              for _ in range(n)]
     try:

@@ -27,6 +27,8 @@ from typing import Mapping
 
 import pandas as pd
 
+from labcore import validate
+
 ACTIONS = {"regression": "roll back", "pass": "roll out", "inconclusive": "hold: measure more"}
 # After a roll-back, the restored configuration is gated against the old baseline once more.
 CONFIRMING = {"regression": "still slow: the cause is elsewhere, look further",
@@ -82,8 +84,8 @@ def compare_predictions(baseline: Mapping[str, float], candidate: Mapping[str, f
     A prediction has no spread, so there is no "inconclusive": the verdict is only as good
     as the model (NCCL's tuner ranks options; it does not promise measured times).
     """
-    if not 0 <= tolerance < 10:
-        raise ValueError(f"tolerance is the slowdown allowed, as a fraction (0.25 = 25%), not {tolerance!r}")
+    validate.finite_number(tolerance, "tolerance", at_least=0, below=10,
+                           must="the slowdown allowed, as a fraction (0.25 = 25%)")
     if set(baseline) != set(candidate) or not baseline:
         raise ValueError(f"baseline and candidate must predict the same cases; got {sorted(baseline)} "
                          f"and {sorted(candidate)}")

@@ -42,6 +42,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from labcore import validate
+
 KEYS = ["op", "size", "type", "redop", "root", "ranks", "placement"]
 # Columns that must agree between a baseline and a run (the rest of KEYS are the sizes).
 MATCHED = [("op", "collective"), ("type", "dtype (-d)"), ("redop", "reduction (-o)"),
@@ -242,14 +244,10 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, tolerance: float = 0.
         A baseline of another collective, dtype, reduction or rank count, or one that
         shares no size with ``current``; a tolerance or alpha out of range.
     """
-    if not 0 <= tolerance < 10:
-        raise ValueError(f"tolerance is the slowdown allowed, as a fraction (0.25 = up to 25% slower), "
-                         f"not {tolerance}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha is a false-alarm rate between 0 and 1 (0.05 = 5%), not {alpha}")
-    from labcore.bench.units import parse_size
-
-    min_bytes = parse_size(min_bytes)
+    validate.finite_number(tolerance, "tolerance", at_least=0, below=10,
+                           must="the slowdown allowed, as a fraction (0.25 = up to 25% slower)")
+    validate.finite_number(alpha, "alpha", above=0, below=1, must="a false-alarm rate between 0 and 1 (0.05 = 5%)")
+    min_bytes = validate.size(min_bytes, nccl_tests=True)
     _check_frame(baseline, name)
     _check_frame(current, "this run")
     check_comparable(baseline, current, name, min_bytes)

@@ -33,6 +33,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from labcore import validate
+
 MODEL = dict(depth=16, width=256, batch=64)
 
 
@@ -93,8 +95,7 @@ def _check_config(label: str, cfg: dict) -> dict:
         raise ValueError(f"configuration {label!r} has unknown settings {sorted(unknown)}; "
                          "use bucket_cap_mb (MiB) and sync (True/False)")
     cap = cfg.get("bucket_cap_mb", 25.0)
-    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap < math.inf:
-        raise ValueError(f"bucket_cap_mb of {label!r} must be a number of MiB above 0, not {cap!r}")
+    cap = validate.positive_number(cap, f"bucket_cap_mb of {label!r}", must="a number of MiB above 0")
     sync = cfg.get("sync", True)
     if not isinstance(sync, bool):
         raise ValueError(f"sync of {label!r} must be True or False, not {sync!r}")
@@ -127,10 +128,8 @@ def ddp_steps(cluster, configs: Mapping[str, dict], *, repeats: int = 5, steps: 
     if not isinstance(configs, Mapping) or not configs:
         raise ValueError("configs must be a non-empty dict {label: {'bucket_cap_mb': ..., 'sync': ...}}")
     checked = {str(label): _check_config(str(label), dict(cfg)) for label, cfg in configs.items()}
-    from labcore.bench.checks import whole_at_least
-
     warmup, steps, repeats = check_counts(warmup, steps, repeats)
-    depth, width, batch = (whole_at_least(value, name, 1)
+    depth, width, batch = (validate.whole_number(value, name, least=1)
                            for name, value in (("depth", depth), ("width", width), ("batch", batch)))
     if cluster.world_size < 2:
         raise ValueError("a DDP step needs at least 2 ranks to communicate: use a cluster of 2 or more")
@@ -162,8 +161,7 @@ def comm_share(with_comm: pd.DataFrame, without: pd.DataFrame, level: float = 0.
     """
     from labcore.evidence.stats import _ratio_interval
 
-    if not 0 < level < 1:
-        raise ValueError(f"level must be between 0 and 1 (0.95 = 95%), not {level!r}")
+    validate.finite_number(level, "level", above=0, below=1, must="between 0 and 1 (0.95 = 95%)")
     a = with_comm["median_us"].to_numpy(float)
     b = without["median_us"].to_numpy(float)
     if a.size == 0 or b.size == 0:

@@ -29,6 +29,8 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from labcore import validate
+
 INCONCLUSIVE = "inconclusive, measure more"
 
 
@@ -54,8 +56,7 @@ class Target:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ValueError("a Target needs a name saying what is measured")
-        if isinstance(self.limit, bool) or not isinstance(self.limit, (int, float)) or not math.isfinite(self.limit):
-            raise ValueError(f"the limit of {self.name!r} must be a finite number, not {self.limit!r}")
+        validate.finite_number(self.limit, f"the limit of {self.name!r}")
 
     @property
     def rule(self) -> str:
@@ -70,7 +71,7 @@ def targets_table(targets: Sequence[Target]) -> pd.DataFrame:
 
 
 def _as_interval(name: str, value) -> tuple[float, float, float]:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if validate.real(value) is not None:
         return float(value), float(value), float(value)
     try:
         est, low, high = (float(v) for v in value)
@@ -149,8 +150,7 @@ def busbw_fraction(summary: pd.DataFrame, size: int, link_gbps: float,
     ``summary`` is ``lc.evidence.summarize(sweep)``; busbw is inversely proportional to time, so
     its interval is the time interval turned over (busbw x median / high .. busbw x median / low).
     """
-    if isinstance(link_gbps, bool) or not isinstance(link_gbps, (int, float)) or not 0 < link_gbps < math.inf:
-        raise ValueError(f"link_gbps must be a link speed in GB/s above 0, not {link_gbps!r}")
+    link_gbps = validate.positive_number(link_gbps, "link_gbps", must="a link speed in GB/s above 0")
     rows = summary[(summary["size"] == size) & (summary["placement"] == placement)]
     if len(rows) != 1:
         raise ValueError(f"the summary has no single {placement} row of size {size}; "

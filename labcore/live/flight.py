@@ -17,6 +17,14 @@ changes, and at the end), with the group table filled in from
 in a run folder of the notebook (``labcore-<pid>-*``) that is removed before :func:`record`
 returns, or by the next cluster's sweep if the notebook died.
 
+Dumps are untrusted input. A dump is a pickle, and unpickling runs whatever code a crafted
+file names; dumps of real jobs get copied and shared. So the lab never calls ``pickle.load``
+on one (nor torch's ``read_dump``, which does): :func:`load_dump` reads a regular file of at
+most 64 MiB with an unpickler that builds plain data only (dicts, lists, tuples, strings,
+bytes, numbers, booleans, None: all that torch's recorder writes, checked on dumps of a gloo
+cluster with :data:`ENV`) and refuses any class or function, then checks the dump's layout;
+a file that is anything else is one ``ValueError`` naming it.
+
 Example
 -------
 >>> import labcore as lc
@@ -41,13 +49,33 @@ from dataclasses import dataclass, field
 from labcore.live import scratch
 from labcore.live.errors import ClusterError
 
-__all__ = ["ENV", "PREFIX", "FlightAnalysis", "record", "analyze", "dump"]
+__all__ = ["ENV", "PREFIX", "MAX_DUMP_BYTES", "FlightAnalysis", "record", "analyze", "dump", "load_dump"]
 
 #: The cluster environment that turns the recorder on (entries kept per rank).
 ENV = {"TORCH_FR_BUFFER_SIZE": "1000"}
 #: Dump file names: PREFIX + global rank, as fr_trace expects.
 PREFIX = "fr_trace_rank_"
+#: The largest dump read (a ring buffer of 1,000 entries with stacks is a few MiB).
+MAX_DUMP_BYTES = 64 << 20
 _POLL_S = 0.05
+# What fr_trace and the lab read of every entry.
+_ENTRY_KEYS = ("record_id", "process_group", "collective_seq_id", "p2p_seq_id", "profiling_name", "input_sizes",
+               "output_sizes", "state")
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Builds plain data only; a reference to any class or function (what running code needs) is refused."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"it names {module}.{name}, and a dump holds plain data only")
+
+    def persistent_load(self, pid):
+        raise pickle.UnpicklingError("it refers to an object outside the file")
+
+
+def _plain(data: bytes):
+    """``data`` unpickled as plain data (see :class:`_PlainUnpickler`)."""
+    return _PlainUnpickler(io.BytesIO(data)).load()
 
 
 # -- on the ranks ----------------------------------------------------------------------------
@@ -69,7 +97,7 @@ def _group_table() -> dict:
 def _trace(since_record: int = -1, stacks: bool = True) -> dict:
     import torch
 
-    trace = pickle.loads(torch._C._distributed_c10d._dump_fr_trace(includeStackTraces=stacks))
+    trace = _plain(torch._C._distributed_c10d._dump_fr_trace(includeStackTraces=stacks))
     trace["entries"] = [e for e in trace.get("entries", []) if e["record_id"] > since_record]
     trace["pg_config"] = _group_table()
     return trace
@@ -101,7 +129,7 @@ def dump(path: str, since_record: int = -1, stacks: bool = True) -> dict:
 def _last_record_id() -> int:
     import torch
 
-    entries = pickle.loads(torch._C._distributed_c10d._dump_fr_trace(includeStackTraces=False))["entries"]
+    entries = _plain(torch._C._distributed_c10d._dump_fr_trace(includeStackTraces=False))["entries"]
     return max((e["record_id"] for e in entries), default=-1)
 
 
@@ -271,38 +299,83 @@ def _last_entered(trace: dict) -> dict | None:
             "completed": bool(not e.get("is_p2p") and done >= e["collective_seq_id"])}
 
 
+def load_dump(path) -> dict:
+    """One rank's dump as plain data, read safely (see the module): a dict with ``version``,
+    ``entries`` (each with the keys fr_trace reads) and ``pg_config``.
+
+    Raises ValueError naming the file when it is not a regular file of at most
+    :data:`MAX_DUMP_BYTES`, not a pickle of plain data, or not a flight-recorder dump.
+    """
+    from labcore.files import read_bytes_limited
+
+    data = read_bytes_limited(path, MAX_DUMP_BYTES, "a flight-recorder dump", fix="remove it, or dump again")
+    try:
+        trace = _plain(data)
+    except Exception as exc:  # noqa: BLE001 - whatever a malformed pickle raises, one line naming the file
+        raise _unreadable(path, f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
+    why = _layout_problem(trace)
+    if why:
+        raise _unreadable(path, why)
+    return trace
+
+
+def _unreadable(path, why: str) -> ValueError:
+    return ValueError(f"{path} is not a readable flight-recorder dump ({why}); remove it, or dump again")
+
+
+def _layout_problem(trace) -> str | None:
+    """What is missing for this to be torch's dump, or None."""
+    if not isinstance(trace, dict):
+        return f"it holds a {type(trace).__name__}, not the dump's dict"
+    missing = [k for k in ("version", "entries", "pg_config") if k not in trace]
+    if missing:
+        return f"it has no {', '.join(missing)}"
+    if not isinstance(trace["entries"], list) or not isinstance(trace["pg_config"], dict):
+        return "its entries are not a list, or its pg_config not a dict"
+    status = trace.get("pg_status", {})
+    if not isinstance(status, dict) or not all(isinstance(v, dict) for v in status.values()):
+        return "its pg_status is not a table of groups"
+    for i, entry in enumerate(trace["entries"]):
+        lacks = [k for k in _ENTRY_KEYS if not isinstance(entry, dict) or k not in entry]
+        if lacks:
+            return f"entry {i} has no {', '.join(lacks)}"
+        group = entry["process_group"]
+        if not isinstance(group, (list, tuple)) or len(group) != 2:
+            return f"entry {i}'s process_group is not (name, description)"
+    return None
+
+
 def analyze(folder: str, world_size: int) -> FlightAnalysis:
     """Run torch's fr_trace analyzer on the dumps in ``folder`` (``PREFIX<rank>`` files).
 
-    Ranks without a dump are allowed (``--allow-incomplete-ranks``); they are listed
-    in ``missing``.
+    Each dump is read with :func:`load_dump` (dumps are untrusted input: no code in one runs).
+    Ranks without a dump are allowed (``--allow-incomplete-ranks``); they are listed in
+    ``missing``. A dump that cannot be read, or that torch's analyzer cannot match up, is one
+    ValueError naming the file or the dumps.
     """
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be a positive int (the ranks that should have dumped), "
-                         f"not {world_size!r}")
+    from labcore import validate
+
+    world_size = validate.whole_number(world_size, "world_size", least=1,
+                                       must="a positive int (the ranks that should have dumped)")
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"no dump folder {folder!r}")
     files = {int(f[len(PREFIX):]): os.path.join(folder, f) for f in os.listdir(folder)
              if f.startswith(PREFIX) and f[len(PREFIX):].isdigit()}
-    last = {}
-    for rank, path in files.items():
-        try:
-            with open(path, "rb") as f:
-                entry = _last_entered(pickle.load(f))
-        except (pickle.UnpicklingError, EOFError, KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise ValueError(f"{path} is not a readable flight-recorder dump ({type(exc).__name__}: {exc}); "
-                             "remove it, or dump again") from None
-        if entry is not None:
-            last[rank] = entry
+    traces = {rank: load_dump(path) for rank, path in sorted(files.items())}
+    last = {rank: entry for rank, trace in traces.items() if (entry := _last_entered(trace)) is not None}
     missing = [r for r in range(world_size) if r not in files]
     if not files:
         return FlightAnalysis(world_size, [], missing, [], "no rank left a dump", last)
-    text, collectives = _run_fr_trace(files)
+    text, collectives = _run_fr_trace(files, traces)
     return FlightAnalysis(world_size, sorted(files), missing, collectives, text, last)
 
 
-def _run_fr_trace(files: dict[int, str]) -> tuple[str, list]:
-    """torch's analyzer on the dumps in rank order (so rank 0 is its reference), its log captured."""
+def _run_fr_trace(files: dict[int, str], traces: dict[int, dict]) -> tuple[str, list]:
+    """torch's analyzer on the dumps in rank order (so rank 0 is its reference), its log captured.
+
+    The dumps are handed over as read by :func:`load_dump`, in the form of torch's own
+    ``read_dump`` (which unpickles the files itself, and is not used).
+    """
     from torch.distributed.flight_recorder.components.fr_logger import FlightRecorderLogger
 
     log = FlightRecorderLogger().logger
@@ -313,13 +386,20 @@ def _run_fr_trace(files: dict[int, str]) -> tuple[str, list]:
     try:
         from torch.distributed.flight_recorder.components.builder import build_db
         from torch.distributed.flight_recorder.components.config_manager import JobConfig
-        from torch.distributed.flight_recorder.components.loader import read_dump
 
         folder = os.path.dirname(next(iter(files.values())))
         args = JobConfig().parse_args([folder, "--allow-incomplete-ranks", "-p", PREFIX])
-        details = {os.path.basename(path): read_dump(PREFIX, path) for _, path in sorted(files.items())}
+        details = {os.path.basename(files[rank]): dict(host_name=f"host_rank{rank}", rank=rank, entries=t["entries"],
+                                                       version=t["version"], pg_config=t["pg_config"])
+                   for rank, t in sorted(traces.items())}
         version = str(next(iter(details.values()))["version"])
-        db = build_db(details, args, version)
+        try:
+            db = build_db(details, args, version)
+        except Exception as exc:  # noqa: BLE001 - dumps that do not match up: one line naming them
+            text = " ".join(str(exc).split())[:200]
+            raise ValueError(f"torch's fr_trace could not match up the dumps in {folder} ({type(exc).__name__}"
+                             f"{': ' + text if text else ''}); remove the dumps that are not of one job, or dump "
+                             "again") from None
     finally:
         log.handlers = saved
     # builder warns once, at import, that the optional tabulate package is absent

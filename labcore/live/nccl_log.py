@@ -31,34 +31,49 @@ from pathlib import Path
 
 import pandas as pd
 
-_PREFIX = re.compile(r"(\S+):(\d+):(\d+) \[(\d+)\] NCCL (?:INFO|WARN)")   # host:pid:tid [cudaDev]
-_VERSION = re.compile(r"NCCL version (\S+)")
-_RING = re.compile(r"NCCL INFO Channel (\d+)/(\d+) :((?:\s+\d+)+)\s*$")
-_TREE = re.compile(r"NCCL INFO Trees (.*)$")
-_TREE_ENTRY = re.compile(r"\[(\d+)\]\s+(\S+)")
-_PEER = re.compile(r"NCCL INFO Channel (\d+)(?:/\d+)? : (\d+)\[[^\]]*\] -> (\d+)\[[^\]]*\]"
-                   r"(?: \[(send|receive)\])? via (.+?)\s*$")
-_CHANNELS = re.compile(r"NCCL INFO (\d+) coll channels")
-_COUNT = re.compile(r"(\d+) (collnet|nvls) channels")
-_COMM = re.compile(r"NCCL INFO (?:ncclCommInitRank(?:Config)? )?comm \S+ rank (\d+) nranks (\d+) "
-                   r"cudaDev (\d+)(?: nvmlDev \d+)? busId (\S+)")
-_COMM_NODES = re.compile(r"NCCL INFO comm \S+ rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+)")
-_ENV = re.compile(r"NCCL INFO (NCCL_\w+) set (?:by environment )?to (\S+)")
-_NETWORK = re.compile(r"NCCL INFO Using network (\S+)")
-_NICS = re.compile(r"NCCL INFO NET/(IB|Socket) : Using (.*?)(?: \[RO\])?;? ?(?:OOB|$)")
-_NIC = re.compile(r"\[(\d+)\](\S+?)(?::(\d+)/(IB|RoCE)(/SHARP)?|<\d+>|:\S+)")
-_GRAPH = re.compile(r"NCCL INFO Pattern (\d+), crossNic (\d+), nChannels (\d+), (?:bw|speed) "
+from labcore.files import MAX_TEXT_BYTES, bundled, check_text_limited, read_text_limited
+
+# Every quantifier that can meet a long run of the same characters is bounded or anchored, so
+# that a line is scanned a fixed number of times whatever it holds (one 200,000-character line
+# is read in linear time; see benchmarks/bench_readers.py).
+_MARKER = re.compile(r"NCCL (INFO|WARN)")
+# What comes before the marker: host:pid:tid [cudaDev], and on WARN lines the source line
+# ("misc/ibvwrap.cc:63"); only the last characters before the marker are looked at.
+_TAIL = re.compile(r"(?:([^\s:\[\]]{1,255}):(\d{1,10}):(\d{1,10}) )?\[(\d{1,6})\](?: ([^\s\[\]]{1,200}))? ?$")
+_TAIL_WINDOW = 512
+_VERSION = re.compile(r"NCCL version (\S{1,100})")
+_RANK_PREFIX = re.compile(r"\[Rank (\d{1,9})\] ")                      # NCCL 2.29+ on the Init START line
+_RING = re.compile(r"Channel (\d+)/(\d+) :((?: +\d+)+) *$")
+_PEER = re.compile(r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[[^\]]{0,40}\])? -> (\d+)(?:\[[^\]]{0,40}\])?"
+                   r"(?: \[(send|receive)\])? via (.*)$")
+_NEIGHBOURS = re.compile(r"Ring (\d+) : (-?\d+) -> (\d+) -> (-?\d+) *$")
+_TREES = re.compile(r"Trees(.*)$")
+_TREE_ENTRY = re.compile(r"\[(\d{1,6})\] +(\S+)")
+_TREE_LINE = re.compile(r"Tree (\d+) : (-?\d+) -> (\d+) -> (-?\d+)/(-?\d+)/(-?\d+) *$")
+_CHANNELS = re.compile(r"(\d+) coll channels(.*)$")
+_COUNT = re.compile(r"(\d{1,9}) (collnet|nvls) channels")
+# ncclCommInitRank/Config/All/Split/Scalable (the function leads the line from NCCL 2.21), or a bare
+# "comm" (older releases; busId from 2.5, nvmlDev from 2.4).
+_INIT = re.compile(r"(?:(nccl\w{1,40}) )?comm (\S+) rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev \d+)?"
+                   r"(?: busId ([0-9a-fA-Fx]+))?(.*)$")
+_COMM_ID = re.compile(r" commId (0x[0-9a-fA-F]{1,16})")
+_COMM_NODES = re.compile(r"comm (\S+) rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank (\d+)")
+_ENV = re.compile(r"(NCCL_\w+) set (?:by environment )?to (\S+)")
+_NETWORK = re.compile(r"Using network (\S+)")
+_NICS = re.compile(r"NET/(IB|Socket) : Using (.*?)(?: \[RO\])?;? ?(?:OOB|$)")
+_NIC = re.compile(r"\[(\d{1,4})\](\S{1,64}?)(?::(\d+)/(IB|RoCE)(/SHARP)?|<\d+>|:\S+)")
+_GRAPH = re.compile(r"Pattern (\d+), crossNic (\d+), nChannels (\d+), (?:bw|speed) "
                     r"([\d.]+)/([\d.]+), type (\w+)/(\w+), sameChannels (\d+)")
-_NVLS = re.compile(r"NCCL INFO NVLS multicast support is (not )?available")
-_NVLS_HEAD = re.compile(r"NCCL INFO NVLS Head\s+(\d+):((?:\s+\d+)+)")
-_FUNC_ROW = re.compile(r"NCCL INFO\s+(Broadcast|Reduce|AllGather|ReduceScatter|AllReduce) \|(.*)$")
-_CELL = re.compile(r"(\d+\.\d)/\s*(\d+\.\d)")
-_HEAD = {kind: re.compile(rf"NCCL INFO\s+{label}\s*\|(.*)$") for kind, label in
+_NVLS = re.compile(r"NVLS multicast support is (not )?available")
+_NVLS_HEAD = re.compile(r"NVLS Head +(\d+):((?: +\d+)+)")
+_NVLS_COMM = re.compile(r"NVLS comm (\S+) headRank (-?\d+) nHeads (\d+)")
+_FUNC_ROW = re.compile(r" *(Broadcast|Reduce|AllGather|ReduceScatter|AllReduce) \|(.*)$")
+_CELL = re.compile(r"(\d{1,12}\.\d)/ {0,8}(\d{1,12}\.\d)")
+_HEAD = {kind: re.compile(rf" *{label} *\|(.*)$") for kind, label in
          (("algo", "Algorithm"), ("proto", "Protocol"), ("old", "Latency/AlgBw"), ("threads", "Max NThreads"))}
-_WARN = re.compile(r"NCCL WARN (.*)$")
+_MID_RANK = re.compile(r"->(\d+)->")
 
 PATTERNS = {1: "balanced_tree", 2: "split_tree", 3: "tree", 4: "ring", 5: "nvls", 6: "collnet_direct"}
-
 
 @dataclass(eq=False)  # identity equality: pandas compares DataFrame.attrs when concatenating
 class NcclLog:
@@ -67,14 +82,25 @@ class NcclLog:
     Attributes
     ----------
     version : NCCL version string, or None.
-    ranks : DataFrame (rank, nranks, cuda_dev, bus_id, host), one row per rank that logged its init.
+    ranks : DataFrame (rank, nranks, cuda_dev, bus_id, host, nodes, local_ranks, local_rank,
+        function, comm_id), one row per rank of a communicator that logged its init
+        ("ncclCommInitRank/Config/All/Split/Scalable comm ... rank r nranks n ..." of any release
+        since 2.4, with NCCL 2.29's "[Rank r]" before it) or its "comm ... rank r nRanks n nNodes m
+        localRanks k localRank l" line; ``function`` is the init call, ``comm_id`` the
+        communicator's hash (None where the line does not print them).
     nodes : nodes of the communicator (the "nNodes" of a "comm ... nRanks" line), or None.
-    hosts : distinct host names in the line prefixes (anonymised logs may show one name for all).
+    hosts : distinct host names in the line prefixes, INFO and WARN (anonymised logs may show one
+        name for all).
     channels : collective channels (the largest "N coll channels" any rank reported), or None.
     ring_channels : the "/N" of the ring lines ("Channel 05/16 : 0 7 6 ..."), or None.
     nvls_channels, collnet_channels : from the same "coll channels" line, or None.
-    rings : channel -> rank order of that ring.
-    trees : DataFrame (rank, channel, tree): "down/down/down->rank->up" as NCCL prints it.
+    rings : channel -> rank order of that ring (from "Channel 00/02 : 0 1 ..." lines, or put
+        together from every rank's "Ring 00 : prev -> rank -> next" line where they close a ring).
+    ring_neighbours : DataFrame (rank, channel, prev, next, host) of "Ring NN : prev -> rank -> next".
+    trees : DataFrame (rank, channel, tree, down_tree): "down/down/down->rank->up" as NCCL prints
+        it since 2.5 ("Trees [0] ..." lines and "Tree N : up -> rank -> down/down/down" lines; NCCL
+        2.4's "up->rank->down/down/down" is turned round); ``down_tree`` is NCCL 2.5's separate
+        broadcast tree ("up->rank->down/down/down" after the "|"), else "".
     transports : DataFrame (channel, src, dst, direction, transport, detail, host): one row per
         connection; ``transport`` is P2P, SHM or NET, ``detail`` NCCL's full label,
         ``host`` the machine whose rank logged the line.
@@ -82,6 +108,7 @@ class NcclLog:
         bw_inter, type_intra, type_inter, same_channels), one row per distinct line.
     nvls : True/False when the log says whether NVLS multicast is available, else None.
     nvls_heads : NVLS channel -> the head rank on each node.
+    nvls_ranks : DataFrame (host, cuda_dev, head_rank, heads) of "NVLS comm ... headRank h nHeads n".
     tuning : DataFrame (function, algorithm, protocol, latency_us, algbw_gbs) of the TUNING table.
     max_threads : (algorithm, protocol) -> the TUNING table's "Max NThreads".
     env : NCCL_* settings NCCL reports it took from the environment.
@@ -89,6 +116,7 @@ class NcclLog:
     nics : DataFrame (host, name, port, link): the NICs NET/IB or NET/Socket says it uses;
         ``link`` is IB, RoCE or Socket.
     warnings : the text of every NCCL WARN line.
+    warning_lines : DataFrame (host, cuda_dev, source, text): who warned, and NCCL's source line.
     """
 
     version: str | None = None
@@ -100,24 +128,28 @@ class NcclLog:
     nvls_channels: int | None = None
     collnet_channels: int | None = None
     rings: dict = field(default_factory=dict)
+    ring_neighbours: pd.DataFrame = field(default_factory=pd.DataFrame)
     trees: pd.DataFrame = field(default_factory=pd.DataFrame)
     transports: pd.DataFrame = field(default_factory=pd.DataFrame)
     graphs: pd.DataFrame = field(default_factory=pd.DataFrame)
     nvls: bool | None = None
     nvls_heads: dict = field(default_factory=dict)
+    nvls_ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
     tuning: pd.DataFrame = field(default_factory=pd.DataFrame)
     max_threads: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)
     network: str | None = None
     nics: pd.DataFrame = field(default_factory=pd.DataFrame)
     warnings: list = field(default_factory=list)
+    warning_lines: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def found(self) -> bool:
         """True when the text held any NCCL line this parser understands."""
         return bool(self.version or self.channels or self.rings or len(self.transports) or len(self.ranks)
                     or self.env or len(self.graphs) or len(self.tuning) or self.network or self.warnings
-                    or self.nodes or self.nvls_heads or len(self.trees))
+                    or self.nodes or self.nvls_heads or len(self.trees) or len(self.ring_neighbours)
+                    or len(self.nvls_ranks))
 
     def peer_table(self) -> pd.DataFrame:
         """Transport per (src, dst) pair with the number of channels using it."""
@@ -178,8 +210,12 @@ def _rings_text(rings: dict) -> str:
 
 def _lines(logs) -> list[tuple[int | None, str]]:
     if isinstance(logs, str):
+        check_text_limited(logs, MAX_TEXT_BYTES, "the log given", "pass a shorter log, or one rank's")
         return [(None, line) for line in logs.splitlines()]
-    return [(rank, line) for rank, text in enumerate(logs) for line in str(text).splitlines()]
+    texts = [str(text) for text in logs]
+    check_text_limited(" " * sum(len(t) for t in texts), MAX_TEXT_BYTES, "the logs given",
+                       "pass fewer or shorter logs")
+    return [(rank, line) for rank, text in enumerate(texts) for line in text.splitlines()]
 
 
 class _Tuning:
@@ -189,17 +225,17 @@ class _Tuning:
         self.algos, self.columns, self.rows, self.threads = [], [], [], {}
 
     def line(self, line: str) -> bool:
-        if m := _HEAD["algo"].search(line):
+        if m := _HEAD["algo"].match(line):
             self.algos = [c.strip() for c in m.group(1).split("|") if c.strip()]
-        elif m := _HEAD["proto"].search(line):
+        elif m := _HEAD["proto"].match(line):
             protos = [c.strip() for c in m.group(1).split("|") if c.strip()][:3]
             self.columns = [(a, p) for a in self.algos for p in protos]
-        elif m := _HEAD["old"].search(line):
+        elif m := _HEAD["old"].match(line):
             self.columns = [tuple(x.strip() for x in c.split("/")) for c in m.group(1).split("|") if c.strip()]
-        elif m := _HEAD["threads"].search(line):
+        elif m := _HEAD["threads"].match(line):
             counts = [int(c) for c in m.group(1).split("|") if c.strip()]
             self.threads.update(zip(self.columns, counts))
-        elif m := _FUNC_ROW.search(line):
+        elif m := _FUNC_ROW.match(line):
             for (a, p), (lat, bw) in zip(self.columns, _CELL.findall(m.group(2))):
                 self.rows.append(dict(function=m.group(1), algorithm=a, protocol=p,
                                       latency_us=float(lat), algbw_gbs=float(bw)))
@@ -208,87 +244,241 @@ class _Tuning:
         return True
 
 
-def parse(logs) -> NcclLog:  # noqa: C901 (to be split)
+@dataclass
+class _Entry:
+    """One NCCL INFO or WARN entry: who logged it (from the prefix) and what follows the marker."""
+
+    who: int | None
+    level: str
+    host: str | None
+    pid: str | None
+    cuda_dev: int | None
+    source: str | None
+    body: str
+
+
+def _entries(who, line: str):
+    """The entries of one line: usually one, more where lines ran together (a terminal's wrap
+    pasted as one line), each with the prefix found just before its marker."""
+    pieces = _MARKER.split(line)         # [before, level, after, level, after, ...]: one pass
+    for k in range(1, len(pieces), 2):
+        before = pieces[k - 1][-_TAIL_WINDOW:]
+        after = pieces[k + 1]
+        if k + 2 < len(pieces):          # the next entry's prefix ends this one's text
+            tail = _TAIL.search(after[-_TAIL_WINDOW:])
+            if tail:
+                after = after[:len(after) - len(tail.group(0))]
+        m = _TAIL.match(before) or _TAIL.search(before)    # the prefix usually starts the line
+        host, pid, _, dev, source = m.groups() if m else (None, None, None, None, None)
+        yield _Entry(who, pieces[k], host, pid, int(dev) if dev is not None else None, source,
+                     after[1:] if after.startswith(" ") else after)
+
+
+class _Collector:
+    """Gathers one log's entries into rows; each handler takes an entry and its match."""
+
+    def __init__(self, out: NcclLog):
+        self.out = out
+        self.tuning = _Tuning()
+        self.ranks: dict = {}
+        self.trees, self.peers, self.graphs, self.nics, self.neighbours = [], [], [], [], []
+        self.nvls_ranks, self.warns, self.nodes, self.hosts = [], [], {}, set()
+
+    def version(self, e, m):
+        self.out.version = self.out.version or m.group(1)
+
+    def ring(self, e, m):
+        self.out.rings[int(m.group(1))] = [int(x) for x in m.group(3).split()]
+        self.out.ring_channels = max(self.out.ring_channels or 0, int(m.group(2)))
+
+    def peer(self, e, m):
+        detail = m.group(5).rstrip()
+        self.peers.append(dict(channel=int(m.group(1)), src=int(m.group(2)), dst=int(m.group(3)),
+                               direction=m.group(4) or "", transport=_transport(detail), detail=detail,
+                               host=e.host))
+
+    def neighbour(self, e, m):
+        self.neighbours.append(dict(rank=int(m.group(3)), channel=int(m.group(1)), prev=int(m.group(2)),
+                                    next=int(m.group(4)), host=e.host))
+
+    def tree_entries(self, e, m):
+        for channel, text in _TREE_ENTRY.findall(m.group(1)):
+            tree, _, down = text.partition("|")
+            self.trees.append(dict(rank=e.who, channel=int(channel), tree=_down_first(tree), down_tree=down))
+
+    def tree_line(self, e, m):
+        channel, up, rank, *down = m.groups()
+        self.trees.append(dict(rank=int(rank), channel=int(channel), tree=f"{'/'.join(down)}->{rank}->{up}",
+                               down_tree=""))
+
+    def channels(self, e, m):
+        self.out.channels = max(self.out.channels or 0, int(m.group(1)))
+        for count, kind in _COUNT.findall(m.group(2)):
+            setattr(self.out, f"{kind}_channels", int(count))
+
+    def init(self, e, m):
+        function, comm, rank, nranks, dev, bus, rest = m.groups()
+        comm_id = _COMM_ID.search(rest)
+        self._rank(e, comm, rank=int(rank), nranks=int(nranks), cuda_dev=int(dev), bus_id=bus,
+                   function=function, comm_id=comm_id.group(1) if comm_id else None)
+
+    def comm_nodes(self, e, m):
+        comm, rank, nranks, nodes, local_ranks, local_rank = m.groups()
+        self.nodes[int(rank)] = int(nodes)
+        self._rank(e, comm, rank=int(rank), nranks=int(nranks), cuda_dev=e.cuda_dev, nodes=int(nodes),
+                   local_ranks=int(local_ranks), local_rank=int(local_rank))
+
+    def _rank(self, e, comm, **values):
+        """Merge what the lines of one rank of one communicator say: the process (host, pid) and the
+        communicator's address in it name that rank."""
+        key = (e.host, e.pid, comm) if e.pid else (values["rank"], values["nranks"], comm)
+        row = self.ranks.setdefault(key, dict(host=e.host))
+        row.update({k: v for k, v in values.items() if v is not None})
+
+    def env(self, e, m):
+        self.out.env[m.group(1)] = m.group(2).rstrip(".")
+
+    def network(self, e, m):
+        self.out.network = m.group(1)
+
+    def nic_list(self, e, m):
+        for _, name, port, link, sharp in _NIC.findall(m.group(2)):
+            self.nics.append(dict(host=e.host, name=name, port=int(port) if port else None,
+                                  link=link or "Socket", sharp=bool(sharp)))
+
+    def graph(self, e, m):
+        g = m.groups()
+        self.graphs.append(dict(pattern=PATTERNS.get(int(g[0]), g[0]), cross_nic=int(g[1]), channels=int(g[2]),
+                                bw_intra=float(g[3]), bw_inter=float(g[4]), type_intra=g[5], type_inter=g[6],
+                                same_channels=bool(int(g[7]))))
+
+    def nvls(self, e, m):
+        self.out.nvls = bool(self.out.nvls) or not m.group(1)
+
+    def nvls_head(self, e, m):
+        self.out.nvls_heads[int(m.group(1))] = [int(x) for x in m.group(2).split()]
+
+    def nvls_comm(self, e, m):
+        self.nvls_ranks.append(dict(host=e.host, cuda_dev=e.cuda_dev, head_rank=int(m.group(2)),
+                                    heads=int(m.group(3))))
+
+    def warn(self, e):
+        text = e.body.strip()
+        self.out.warnings.append(text)
+        self.warns.append(dict(host=e.host, cuda_dev=e.cuda_dev, source=e.source, text=text))
+
+    def entry(self, e: _Entry):
+        if e.host:
+            self.hosts.add(e.host)
+        if e.level == "WARN":
+            self.warn(e)
+            return
+        body = e.body
+        if m := _RANK_PREFIX.match(body):
+            body = body[m.end():]
+        for pattern, handler in _BY_FIRST.get(body[:1], ()):
+            if m := pattern.match(body):
+                handler(self, e, m)
+                return
+        self.tuning.line(body)
+
+
+# Tried in order on the text after "NCCL INFO" (anchored: a line is matched from its start),
+# looked up by the text's first character so that an entry is tried against a few patterns only.
+_HANDLERS = (("C", _RING, _Collector.ring), ("CR", _PEER, _Collector.peer), ("R", _NEIGHBOURS, _Collector.neighbour),
+             ("T", _TREES, _Collector.tree_entries), ("T", _TREE_LINE, _Collector.tree_line),
+             ("0123456789", _CHANNELS, _Collector.channels), ("nc", _INIT, _Collector.init),
+             ("c", _COMM_NODES, _Collector.comm_nodes), ("N", _ENV, _Collector.env),
+             ("U", _NETWORK, _Collector.network), ("N", _NICS, _Collector.nic_list), ("P", _GRAPH, _Collector.graph),
+             ("N", _NVLS, _Collector.nvls), ("N", _NVLS_HEAD, _Collector.nvls_head),
+             ("N", _NVLS_COMM, _Collector.nvls_comm), ("N", _VERSION, _Collector.version))
+_BY_FIRST: dict[str, list] = {}
+for _chars, _pattern, _handler in _HANDLERS:
+    for _char in _chars:
+        _BY_FIRST.setdefault(_char, []).append((_pattern, _handler))
+
+
+def _down_first(tree: str) -> str:
+    """A tree entry as NCCL 2.5+ prints it, "down/down/down->rank->up" (2.4 printed "up->rank->down...")."""
+    parts = tree.split("->")
+    if len(parts) == 3 and "/" in parts[2] and "/" not in parts[0]:
+        return f"{parts[2]}->{parts[1]}->{parts[0]}"
+    return tree
+
+
+def _closed_rings(neighbours: list[dict], known: dict) -> dict:
+    """Rings put together from every rank's next neighbour, for channels no ring line printed."""
+    nexts: dict[int, dict] = {}
+    for n in neighbours:
+        nexts.setdefault(n["channel"], {})[n["rank"]] = n["next"]
+    rings = {}
+    for channel, nxt in nexts.items():
+        if channel in known or 0 not in nxt:
+            continue
+        order, rank = [0], nxt[0]
+        while rank in nxt and rank != 0 and len(order) <= len(nxt):
+            order.append(rank)
+            rank = nxt[rank]
+        if rank == 0 and len(order) == len(nxt):
+            rings[channel] = order
+    return rings
+
+
+def parse(logs) -> NcclLog:
     """Parse NCCL INFO output.
 
     Parameters
     ----------
-    logs : str, or a list of per-rank texts (e.g. ``[out + err for out, err in cl.last_output]``).
-        Lines that are not NCCL's, and lines starting with ``#``, are ignored.
+    logs : str, or a list of per-rank texts (e.g. ``[out + err for out, err in cl.last_output]``),
+        at most :data:`labcore.files.MAX_TEXT_BYTES` in all. Lines that are not NCCL's, and lines
+        starting with ``#``, are ignored; a launcher's prefix (srun's "0: ", mpirun's "[1,0]<stdout>:",
+        a timestamp) before NCCL's own does not matter. Each line is scanned in linear time.
     """
     out = NcclLog()
-    ranks, trees, peers, graphs, nics, nodes, hosts = [], [], [], [], [], {}, set()
-    tuning = _Tuning()
+    c = _Collector(out)
     for who, line in _lines(logs):
-        if line.lstrip().startswith("#"):
+        if "NCCL" not in line or line.lstrip().startswith("#"):
             continue
-        prefix = _PREFIX.search(line)
-        host = prefix.group(1) if prefix else None
-        if host:
-            hosts.add(host)
         if m := _VERSION.search(line):
-            out.version = out.version or m.group(1)
-        elif m := _RING.search(line):
-            out.rings[int(m.group(1))] = [int(x) for x in m.group(3).split()]
-            out.ring_channels = max(out.ring_channels or 0, int(m.group(2)))
-        elif m := _PEER.search(line):
-            detail = m.group(5)
-            peers.append(dict(channel=int(m.group(1)), src=int(m.group(2)), dst=int(m.group(3)),
-                              direction=m.group(4) or "", transport=_transport(detail), detail=detail,
-                              host=host))
-        elif m := _TREE.search(line):
-            for channel, tree in _TREE_ENTRY.findall(m.group(1)):
-                trees.append(dict(rank=who, channel=int(channel), tree=tree))
-        elif m := _CHANNELS.search(line):
-            out.channels = max(out.channels or 0, int(m.group(1)))
-            for count, kind in _COUNT.findall(line):
-                setattr(out, f"{kind}_channels", int(count))
-        elif m := _COMM.search(line):
-            ranks.append(dict(rank=int(m.group(1)), nranks=int(m.group(2)), cuda_dev=int(m.group(3)),
-                              bus_id=m.group(4), host=host))
-        elif m := _COMM_NODES.search(line):
-            nodes[int(m.group(1))] = int(m.group(3))
-        elif m := _ENV.search(line):
-            out.env[m.group(1)] = m.group(2).rstrip(".")
-        elif m := _NETWORK.search(line):
-            out.network = m.group(1)
-        elif m := _NICS.search(line):
-            for _, name, port, link, sharp in _NIC.findall(m.group(2)):
-                nics.append(dict(host=host, name=name, port=int(port) if port else None,
-                                 link=link or "Socket", sharp=bool(sharp)))
-        elif m := _GRAPH.search(line):
-            graphs.append(dict(pattern=PATTERNS.get(int(m.group(1)), m.group(1)), cross_nic=int(m.group(2)),
-                               channels=int(m.group(3)), bw_intra=float(m.group(4)), bw_inter=float(m.group(5)),
-                               type_intra=m.group(6), type_inter=m.group(7), same_channels=bool(int(m.group(8)))))
-        elif m := _NVLS.search(line):
-            out.nvls = bool(out.nvls) or not m.group(1)
-        elif m := _NVLS_HEAD.search(line):
-            out.nvls_heads[int(m.group(1))] = [int(x) for x in m.group(2).split()]
-        elif m := _WARN.search(line):
-            out.warnings.append(m.group(1).strip())
-        else:
-            tuning.line(line)
-    # A tree entry names its own rank in the middle ("down->RANK->up"): use it when known.
-    for t in trees:
-        mid = re.search(r"->(\d+)->", t["tree"])
+            c.version(None, m)
+        for entry in _entries(who, line):
+            c.entry(entry)
+    _finish(out, c)
+    return out
+
+
+_COUNTS = ("cuda_dev", "nodes", "local_ranks", "local_rank")
+
+
+def _finish(out: NcclLog, c: _Collector) -> None:
+    """The collected rows as the log's tables."""
+    for t in c.trees:               # a tree entry names its own rank in the middle ("down->RANK->up")
+        mid = _MID_RANK.search(t["tree"])
         if mid:
             t["rank"] = int(mid.group(1))
-    out.ranks = pd.DataFrame(ranks, columns=["rank", "nranks", "cuda_dev", "bus_id", "host"]).drop_duplicates(
-        "rank", ignore_index=True).sort_values("rank", ignore_index=True)
-    out.nodes = max(nodes.values()) if nodes else None
-    out.hosts = sorted(hosts)
-    out.trees = pd.DataFrame(trees, columns=["rank", "channel", "tree"])
+    columns = ["rank", "nranks", "cuda_dev", "bus_id", "host", "nodes", "local_ranks", "local_rank", "function",
+               "comm_id"]
+    rows = [dict(dict.fromkeys(columns), **row) for row in c.ranks.values()]
+    ranks = pd.DataFrame({k: pd.array([r[k] for r in rows], dtype="Int64" if k in _COUNTS else
+                                      "int64" if k in ("rank", "nranks") else object) for k in columns})
+    out.ranks = ranks.sort_values("rank", kind="stable", ignore_index=True)
+    out.nodes = max(c.nodes.values()) if c.nodes else None
+    out.hosts = sorted(c.hosts)
+    out.trees = pd.DataFrame(c.trees, columns=["rank", "channel", "tree", "down_tree"])
+    out.ring_neighbours = pd.DataFrame(c.neighbours, columns=["rank", "channel", "prev", "next", "host"])
+    out.rings.update(_closed_rings(c.neighbours, out.rings))
     out.transports = pd.DataFrame(
-        peers, columns=["channel", "src", "dst", "direction", "transport", "detail", "host"])
-    out.graphs = pd.DataFrame(graphs, columns=["pattern", "cross_nic", "channels", "bw_intra", "bw_inter",
-                                               "type_intra", "type_inter", "same_channels"]).drop_duplicates(
+        c.peers, columns=["channel", "src", "dst", "direction", "transport", "detail", "host"])
+    out.graphs = pd.DataFrame(c.graphs, columns=["pattern", "cross_nic", "channels", "bw_intra", "bw_inter",
+                                                 "type_intra", "type_inter", "same_channels"]).drop_duplicates(
         ignore_index=True)
-    out.tuning = pd.DataFrame(tuning.rows, columns=["function", "algorithm", "protocol", "latency_us",
-                                                    "algbw_gbs"])
-    out.max_threads = tuning.threads
-    out.nics = pd.DataFrame(nics, columns=["host", "name", "port", "link", "sharp"]).drop_duplicates(
+    out.tuning = pd.DataFrame(c.tuning.rows, columns=["function", "algorithm", "protocol", "latency_us",
+                                                      "algbw_gbs"])
+    out.max_threads = c.tuning.threads
+    out.nics = pd.DataFrame(c.nics, columns=["host", "name", "port", "link", "sharp"]).drop_duplicates(
         ignore_index=True)
-    return out
+    out.nvls_ranks = pd.DataFrame(c.nvls_ranks, columns=["host", "cuda_dev", "head_rank", "heads"])
+    out.warning_lines = pd.DataFrame(c.warns, columns=["host", "cuda_dev", "source", "text"])
 
 
 LOGS_DIR = Path(__file__).resolve().parents[2] / "tests" / "data"
@@ -298,14 +488,14 @@ LOGS_DIR = Path(__file__).resolve().parents[2] / "tests" / "data"
 def recorded(name: str) -> NcclLog:
     """Parse one of the real logs in :data:`LOGS_DIR`, e.g. ``recorded("nccl_info_2node_h20.log")``.
 
+    Only a name of a file in that folder is read (no path: "../x" is refused, naming the logs there).
+
     Example
     -------
     >>> recorded("nccl_info_2node_h20.log").channels
     8
     """
-    path = LOGS_DIR / name
-    if not path.is_file():
-        have = ", ".join(sorted(p.name for p in LOGS_DIR.glob("nccl_*.log"))) if LOGS_DIR.is_dir() else "none"
-        raise FileNotFoundError(f"no log {name!r} in {LOGS_DIR} (run from a checkout of the lab); "
-                                f"logs there: {have}")
-    return parse(path.read_text())
+    if not LOGS_DIR.is_dir():
+        raise FileNotFoundError(f"no log {name!r}: {LOGS_DIR} is missing (run from a checkout of the lab)")
+    path = bundled(LOGS_DIR, name, what="NCCL log")
+    return parse(read_text_limited(path, MAX_TEXT_BYTES, "an NCCL log"))

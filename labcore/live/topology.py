@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from labcore.files import MAX_TEXT_BYTES, check_text_limited, read_text_limited
+
 # The meaning of each code, in the words of nvidia-smi's own legend (printed under the matrix).
 LEGEND = {
     "X": "self",
@@ -81,37 +83,71 @@ class TopoMatrix:
         return pd.DataFrame(rows, columns=["a", "b", "link", "meaning", "speed_rank"])
 
 
-def parse_topo(text: str) -> TopoMatrix:
-    """Parse the text of ``nvidia-smi topo -m``.
+def parse_topo(text) -> TopoMatrix:
+    """Parse the text of ``nvidia-smi topo -m`` (or a ``pathlib.Path`` of a file holding it).
+
+    Reads what current drivers print: the header underlined with terminal escapes
+    (``\x1b[4m ... \x1b[0m`` on a TTY), a "GPU NUMA ID" column, the tabs nvidia-smi puts after
+    some values to line them up (two after NUMA Affinity), and copies whose tabs were turned
+    into spaces. At most :data:`labcore.files.MAX_TEXT_BYTES` are read.
 
     Raises
     ------
     ValueError
-        When the text holds no device matrix (e.g. an error message from nvidia-smi).
+        When the text holds no device matrix (e.g. an error message from nvidia-smi), or is
+        too large, or the path is not a regular file.
     """
-    lines = text.splitlines()
+    text = _text(text)
+    lines = _ESCAPES.sub("", text).splitlines()
     head = next((i for i, line in enumerate(lines) if "GPU0" in line.split()), None)
     if head is None:
         raise ValueError("no GPU matrix found: pass the output of `nvidia-smi topo -m`")
-    columns = [c.strip() for c in lines[head].split("\t")]
-    if columns and columns[0] == "":
-        columns = columns[1:]
+    tabbed = "\t" in lines[head]
+    columns = _cells(lines[head], tabbed)
     devices = [c for c in columns if _DEVICE.match(c)]
     extra = [c for c in columns if c and not _DEVICE.match(c)]
     links, other = {}, {}
     for line in lines[head + 1:]:
-        cells = [c.strip() for c in line.split("\t")]
+        cells = _cells(line, tabbed)
         if not cells or not _DEVICE.match(cells[0]):
             if links and not line.strip():
                 break
             continue
         name, values = cells[0], cells[1:]
         links[name] = values[: len(devices)]
-        other[name] = (values[len(devices):] + [""] * len(extra))[: len(extra)]
+        # nvidia-smi pads some values with extra tabs (and a NIC row has none): the values that
+        # are there fill the columns in order.
+        given = [v for v in values[len(devices):] if v]
+        other[name] = (given + [""] * len(extra))[: len(extra)]
     matrix = pd.DataFrame.from_dict(links, orient="index", columns=devices)
     affinity = pd.DataFrame.from_dict(other, orient="index", columns=extra)
-    nics = dict(re.findall(r"^\s*(NIC\d+)\s*:\s*(\S+)", text, flags=re.M))
+    nics = dict(_NIC_LEGEND.findall("\n".join(lines)))
     return TopoMatrix(matrix, affinity, nics)
+
+
+# Terminal escapes (SGR: underline, reset) and what is left of them when a copy loses the ESC.
+_ESCAPES = re.compile(r"\x1b?\[[0-9;]{0,12}m")
+_NIC_LEGEND = re.compile(r"^[ \t]*(NIC\d+)[ \t]*:[ \t]*(\S+)", re.M)
+_SPACES = re.compile(r" {2,}")
+
+
+def _cells(line: str, tabbed: bool) -> list[str]:
+    """The cells of one matrix line: split at tabs, or at runs of spaces where the tabs were expanded."""
+    if tabbed:
+        cells = [c.strip() for c in line.split("\t")]
+    else:
+        cells = [c.strip() for c in _SPACES.split(line.strip())] if line.strip() else []
+    return cells[1:] if cells and cells[0] == "" and tabbed else cells
+
+
+def _text(source) -> str:
+    """The text of ``source`` (a str, or a Path read as a bounded regular file)."""
+    if isinstance(source, Path):
+        return read_text_limited(source, MAX_TEXT_BYTES, "a file of `nvidia-smi topo -m` output",
+                                 fix="save the output of `nvidia-smi topo -m` to a file and pass that")
+    if not isinstance(source, str):
+        raise TypeError(f"parse_topo takes the text of `nvidia-smi topo -m` (or a Path), not {type(source).__name__}")
+    return check_text_limited(source, MAX_TEXT_BYTES, "the text given", "pass the output of `nvidia-smi topo -m`")
 
 
 def cpu_summary() -> dict:

@@ -12,31 +12,24 @@ python -m labcore sim all_reduce --algo tree -n 16 -b 8 -e 256M -f 4       # a s
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
+from labcore import validate
 from labcore.collectives import COLLECTIVES
 from labcore.sim import MAX_RANKS, presets, simulate, tuner
 from labcore.sim.schedules import ALGORITHMS
 from labcore.sim.trace import ScheduleError, _fmt_bytes
 
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _PROG = "python -m labcore sim"
 DEFAULT_SIZE = 64 << 20
 
 
-def parse_size(text: str) -> int:
-    """'64M' -> 67108864 (K, M, G binary, as nccl-tests reads them).
-
-    Example
-    -------
-    >>> parse_size("64M"), parse_size("8"), parse_size("1.5K")
-    (67108864, 8, 1536)
-    """
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]?)i?B?\s*", text, flags=re.IGNORECASE)
-    if not m:
-        raise argparse.ArgumentTypeError(f"cannot read size {text!r}; write e.g. 8, 64K, 64M or 1G")
-    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+def _size(text: str) -> int:
+    """An argparse type: bytes in the lab's one size grammar (:func:`labcore.validate.size`: 64M, 1MiB, 1T)."""
+    try:
+        return validate.size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _whole(least: int):
@@ -71,9 +64,9 @@ def _parser() -> argparse.ArgumentParser:
                    "'best' for the fastest as simulated; "
                    + "; ".join(f"{o}: {', '.join(sorted(a))}" for o, a in ALGORITHMS.items()))
     p.add_argument("-n", "--ranks", type=_positive, default=8, help="number of ranks (default 8)")
-    p.add_argument("--size", type=parse_size, default=None, help="bytes as nccl-tests counts them (default 64M)")
-    p.add_argument("-b", "--minbytes", type=parse_size, help="sweep: smallest size")
-    p.add_argument("-e", "--maxbytes", type=parse_size, help="sweep: largest size")
+    p.add_argument("--size", type=_size, default=None, help="bytes as nccl-tests counts them (default 64M)")
+    p.add_argument("-b", "--minbytes", type=_size, help="sweep: smallest size")
+    p.add_argument("-e", "--maxbytes", type=_size, help="sweep: largest size")
     p.add_argument("-f", "--stepfactor", type=_positive, default=2, help="sweep: size multiplier, 2 or more (default 2)")
     p.add_argument("--topology", default="uniform", choices=list(presets.PRESETS),
                    help="machine, a preset of labcore.sim.presets, built for -n ranks (default uniform)")
