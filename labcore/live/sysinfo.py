@@ -56,13 +56,37 @@ def choose_backend(world_size: int, backend: str = "auto") -> str:
     )
 
 
+def group_backend(backend: str) -> str:
+    """What a rank passes to ``init_process_group`` when the lab has chosen ``backend``.
+
+    NCCL moves CUDA tensors only: torch 2.13 maps a bare ``"nccl"`` to ``{"cuda": nccl}``
+    (``BackendConfig`` in torch/distributed/distributed_c10d.py, from
+    ``Backend.backend_capability["nccl"] == ["cuda"]``), so a CPU tensor on such a group fails
+    with "No backend type associated with device type cpu". The lessons that train on the CPU
+    (notebooks 05 and 06, their exercises, the recorder) then fail on any NCCL machine, and a
+    fault cell blames the rank whose CPU all_reduce failed first instead of the one that raised.
+    ``"cpu:gloo,cuda:nccl"`` gives the group both: gloo for CPU tensors, NCCL for CUDA ones
+    (the same BackendConfig parses the ``device:backend`` pairs), so the same cell runs on
+    either machine.
+
+    >>> group_backend("nccl")
+    'cpu:gloo,cuda:nccl'
+    >>> group_backend("gloo")
+    'gloo'
+    """
+    if backend not in {"gloo", "nccl"}:
+        raise ValueError(f"the lab's ranks run 'gloo' or 'nccl', not {backend!r}")
+    return "cpu:gloo,cuda:nccl" if backend == "nccl" else "gloo"
+
+
 def explain_backend(world_size: int) -> str:
     """One sentence saying which backend ``Cluster(world_size)`` picks here, and why."""
     backend = choose_backend(world_size)
     ranks = f"{world_size} rank{'' if world_size == 1 else 's'}"
     if backend == "nccl":
         return (f"{ranks} -> nccl: torch sees {gpu_count()} GPUs, one per rank, "
-                "so collectives run on the GPUs over NVLink/PCIe.")
+                "so collectives on CUDA tensors run on the GPUs over NVLink/PCIe (CPU tensors go "
+                "through gloo in the same group).")
     import torch.distributed as dist
 
     why = ("this torch build has no NCCL" if not dist.is_nccl_available()

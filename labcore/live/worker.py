@@ -27,6 +27,7 @@ import torch.distributed as dist
 
 from labcore.live import scratch, settings
 from labcore.live.context import RankInfo, _set_current
+from labcore.live.sysinfo import group_backend
 
 def _gone(pid: int) -> bool:
     try:
@@ -280,7 +281,7 @@ def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: st
         else:
             local = torch.device("cpu")
         store = dist.FileStore(os.path.join(run_dir, "store"), world_size)
-        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+        dist.init_process_group(group_backend(backend), store=store, rank=rank, world_size=world_size,
                                 timeout=timedelta(seconds=settings.GROUP_TIMEOUT_S),
                                 device_id=local if backend == "nccl" else None)
         info = RankInfo(rank, world_size, rank, backend, local)
