@@ -9,12 +9,12 @@ import torch
 from torch.distributed.distributed_c10d import Backend, BackendConfig
 
 import labcore as lc
-from labcore.live.sysinfo import group_backend
+from labcore.live import sysinfo
 
 
 # -- 1. CPU tensors on an NCCL cluster -----------------------------------------------------------
 def test_an_nccl_cluster_asks_for_gloo_beside_nccl():
-    spec = group_backend("nccl")
+    spec = sysinfo.group_backend("nccl")
     assert spec == "cpu:gloo,cuda:nccl"
     # torch's own parse of what the ranks pass to init_process_group: a backend for each device
     assert BackendConfig(Backend(spec)).get_device_backend_map() == {"cpu": "gloo", "cuda": "nccl"}
@@ -23,9 +23,9 @@ def test_an_nccl_cluster_asks_for_gloo_beside_nccl():
 
 
 def test_a_gloo_cluster_asks_for_gloo_alone():
-    assert group_backend("gloo") == "gloo"
+    assert sysinfo.group_backend("gloo") == "gloo"
     with pytest.raises(ValueError, match="'gloo' or 'nccl'"):
-        group_backend("auto")
+        sysinfo.group_backend("auto")
 
 
 def _backend_and_sum():
@@ -39,3 +39,75 @@ def _backend_and_sum():
 def test_gloo_ranks_keep_a_plain_gloo_group(gloo_cluster):
     cl = gloo_cluster(2)
     assert cl.run(_backend_and_sum) == [("gloo", "gloo", [2.0, 2.0])] * 2
+
+
+# -- 2. C output (NCCL's log) arrives whole, in the call that wrote it ------------------------------
+_PRINTING_SCRIPT = '''
+import json, sys
+import labcore as lc
+
+def c_lines(call, long_line=0, partial=""):
+    import ctypes
+    libc = ctypes.CDLL(None)
+    rank = lc.rank_info().rank
+    for k in range(3):   # what NCCL does: one printf per line, to C's stdout
+        libc.printf(b"NCCL INFO call %d rank %d line %d\\n", call, rank, k)
+    if long_line:        # longer than a pipe's atomic write and than stdio's buffer
+        libc.printf(b"NCCL INFO call %d rank %d long %s\\n", call, rank, b"x" * long_line)
+    if partial:
+        libc.printf(partial.encode())
+    print(f"python call {call} rank {rank}", flush=True)
+
+def exits():
+    import ctypes, os
+    ctypes.CDLL(None).printf(b"NCCL WARN rank %d last words\\n", lc.rank_info().rank)
+    if lc.rank_info().rank == 1:
+        os._exit(3)
+
+if __name__ == "__main__":
+    seen = []
+    with lc.Cluster(2, backend="gloo", show_output=False, timeout=120) as cl:
+        cl.run(c_lines, 1)
+        seen.append([out for out, _ in cl.last_output])
+        cl.run(c_lines, 2, long_line=20000, partial="no newline at the end")
+        seen.append([out for out, _ in cl.last_output])
+        try:
+            cl.run(exits)
+        except lc.RankDied as died:
+            seen.append(str(died))
+    print(json.dumps(seen))
+'''
+
+
+def _printed(tmp_path, unbuffered: bool):
+    import json
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "printing.py"
+    script.write_text(_PRINTING_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.live
+@pytest.mark.slow
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "PYTHONUNBUFFERED"])
+def test_c_output_arrives_whole_in_its_own_call(tmp_path, unbuffered):
+    first, second, died = _printed(tmp_path, unbuffered)
+    for rank in (0, 1):
+        lines = [f"NCCL INFO call 1 rank {rank} line {k}" for k in range(3)] + [f"python call 1 rank {rank}"]
+        assert first[rank].splitlines() == lines, first[rank][:500]
+        got = second[rank].splitlines()
+        assert [f"NCCL INFO call 2 rank {rank} line {k}" for k in range(3)] == got[:3]
+        assert got[3] == f"NCCL INFO call 2 rank {rank} long " + "x" * 20000   # whole, not cut
+        assert f"python call 2 rank {rank}" in got and got[-1].endswith("no newline at the end")
+        assert "call 1" not in second[rank]
+    # a rank that ends by os._exit: its last C line was already out
+    assert "rank 1 exited with code 3" in died and "NCCL WARN rank 1 last words" in died

@@ -25,7 +25,7 @@ import psutil
 import torch
 import torch.distributed as dist
 
-from labcore.live import scratch, settings
+from labcore.live import c_stdio, scratch, settings
 from labcore.live.context import RankInfo, _set_current
 from labcore.live.sysinfo import group_backend
 
@@ -98,7 +98,9 @@ def _identity(fd: int) -> tuple:
 
 def _flush_output() -> None:
     """Flush what a call printed, and mend what its code broke (a closed or replaced sys.stdout,
-    a closed fd 1): the reply must still go back, and the next call's output reach the notebook."""
+    a closed fd 1): the reply must still go back, and the next call's output reach the notebook.
+    C's streams first: NCCL's log goes through them (see labcore.live.c_stdio)."""
+    c_stdio.flush()
     for fd, name in ((1, "stdout"), (2, "stderr")):
         stream = getattr(sys, name)
         try:
@@ -264,6 +266,7 @@ def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: st
     for inherited in (signal.SIGTERM, signal.SIGUSR2):  # the forkserver's handlers are not a rank's
         signal.signal(inherited, signal.SIG_DFL)
     _redirect_output(stdout, stderr)
+    c_stdio.line_buffer_stdout()  # C's lines (NCCL's log) leave as they are written
     stack_file = open(os.path.join(run_dir, f"rank{rank}.stack"), "w")  # noqa: SIM115 (faulthandler keeps it)
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
 
@@ -296,3 +299,4 @@ def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: st
         _kill_descendants()
         if dist.is_initialized():
             dist.destroy_process_group()
+        c_stdio.flush()  # the process ends by os._exit (multiprocessing), which flushes nothing
