@@ -4,6 +4,9 @@ touches, and what a call waits for before it replies.
 
 The checks that need GPUs live in tests/test_cluster_gpu.py and skip here, saying why.
 """
+import multiprocessing
+import os
+
 import pytest
 import torch
 from torch.distributed.distributed_c10d import Backend, BackendConfig
@@ -111,3 +114,47 @@ def test_c_output_arrives_whole_in_its_own_call(tmp_path, unbuffered):
         assert "call 1" not in second[rank]
     # a rank that ends by os._exit: its last C line was already out
     assert "rank 1 exited with code 3" in died and "NCCL WARN rank 1 last words" in died
+
+
+# -- 3. The notebook never initialises CUDA; its environment reaches later ranks --------------------
+def test_counting_gpus_never_asks_the_cuda_runtime(monkeypatch):
+    # As on a CUDA build of torch on a machine without NVML (no libnvidia-ml.so.1 here): the only
+    # way left to count would be cudaGetDeviceCount, which initialises CUDA in the notebook.
+    asked = []
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    monkeypatch.setattr(torch._C, "_cuda_getDeviceCount", lambda: asked.append(1) or 0, raising=False)
+    assert sysinfo.gpu_count() == 0
+    assert not asked, "cudaGetDeviceCount was called in the notebook process"
+
+
+def _env(*names):
+    import os
+    return {name: os.environ.get(name) for name in names}
+
+
+# Set while pytest collects, before any cluster of this process starts its forkserver (and not
+# by a rank that imports this module to unpickle a function of it).
+if multiprocessing.current_process().name == "MainProcess":
+    os.environ.setdefault("LABCORE_TEST_SET_BEFORE_THE_FORKSERVER", "1")
+
+
+@pytest.mark.live
+def test_the_notebook_environment_now_reaches_new_ranks(monkeypatch):
+    with lc.Cluster(2, backend="gloo", show_output=False) as first:   # the forkserver runs from here on
+        first.run(_env, "PATH")
+    monkeypatch.setenv("LABCORE_TEST_SET_AFTER", "later")
+    monkeypatch.delenv("LABCORE_TEST_SET_BEFORE_THE_FORKSERVER")
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")   # the lab's own per-rank value still wins
+    with lc.Cluster(2, backend="gloo", show_output=False, env={"LABCORE_TEST_ENV": "given"}) as cl:
+        got = cl.run(_env, "LABCORE_TEST_SET_AFTER", "LABCORE_TEST_SET_BEFORE_THE_FORKSERVER",
+                     "OMP_NUM_THREADS", "LABCORE_TEST_ENV")
+    assert got == [{"LABCORE_TEST_SET_AFTER": "later", "LABCORE_TEST_SET_BEFORE_THE_FORKSERVER": None,
+                    "OMP_NUM_THREADS": "1", "LABCORE_TEST_ENV": "given"}] * 2
+
+
+@pytest.mark.live
+def test_has_gpus_and_a_cluster_leave_the_notebook_without_cuda():
+    lc.has_gpus(1)
+    with lc.Cluster(2, show_output=False) as cl:   # backend="auto" asks has_gpus too
+        cl.run(_env, "PATH")
+    assert not torch.cuda.is_initialized()

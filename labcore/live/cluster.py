@@ -129,7 +129,8 @@ class _Group:
                     proc = ctx.Process(
                         target=worker.main, name=f"labcore-rank{rank}", daemon=True,
                         args=(child_end, lifeline_end, out.writers["out"], out.writers["err"], rank,
-                              world_size, backend, self.run_dir, os.getpid(), env))
+                              world_size, backend, self.run_dir, os.getpid(), env),
+                        kwargs={"notebook_env": dict(os.environ)})  # the forkserver's may be older
                     proc.start()
                 finally:
                     child_end.close()
@@ -256,7 +257,8 @@ class Cluster:
         (finite and positive).
     env : dict, optional
         Environment variables set on every rank before the process group is
-        created (``NCCL_DEBUG``, ``NCCL_ALGO``, ``NCCL_PROTO``, ...).
+        created (``NCCL_DEBUG``, ``NCCL_ALGO``, ``NCCL_PROTO``, ...), over the notebook's
+        ``os.environ`` as it is when the ranks start.
     start_method : {"forkserver", "spawn"}
         How ranks are started; never ``fork`` (the kernel has threads, maybe CUDA).
     show_output : bool

@@ -255,8 +255,23 @@ class _Worker:
             self.conn.send((req_id, self.pid, *reply, self.group_intact()))
 
 
+def _take_notebook_env(notebook_env: dict | None) -> None:
+    """Make this rank's environment the notebook's as it is now, additions and removals alike.
+
+    A rank is forked from the forkserver, whose environment is the notebook's when the first
+    cluster started: ``os.environ[...]`` set (or deleted) in the notebook after that never
+    reached a later cluster's ranks, as it would with spawn or a script. The lab's own
+    variables and the cluster's ``env`` are set after this, so they still win.
+    """
+    if notebook_env is None:
+        return
+    for name in set(os.environ) - set(notebook_env):
+        del os.environ[name]
+    os.environ.update(notebook_env)
+
+
 def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: str, run_dir: str,
-         notebook_pid: int, env: dict) -> None:
+         notebook_pid: int, env: dict, notebook_env: dict | None = None) -> None:
     """Entry point of a worker process (the target given to multiprocessing)."""
     os.setpgid(0, 0)  # a group of its own: stopping the rank stops what it forked
     _watch_lifeline(lifeline, notebook_pid, run_dir)
@@ -272,6 +287,7 @@ def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: st
 
     tmp = os.path.join(run_dir, f"rank{rank}.tmp")  # the rank's temp files go when the group goes
     os.makedirs(tmp, exist_ok=True)
+    _take_notebook_env(notebook_env)
     os.environ.update({"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "TMPDIR": tmp})
     os.environ.update(env)
     dist.set_debug_level_from_env()  # torch read TORCH_DISTRIBUTED_DEBUG when the forkserver imported it
