@@ -12,7 +12,7 @@ import torch
 from torch.distributed.distributed_c10d import Backend, BackendConfig
 
 import labcore as lc
-from labcore.live import sysinfo
+from labcore.live import hang, sysinfo
 
 
 # -- 1. CPU tensors on an NCCL cluster -----------------------------------------------------------
@@ -158,3 +158,76 @@ def test_has_gpus_and_a_cluster_leave_the_notebook_without_cuda():
     with lc.Cluster(2, show_output=False) as cl:   # backend="auto" asks has_gpus too
         cl.run(_env, "PATH")
     assert not torch.cuda.is_initialized()
+
+
+# -- 4. A call replies after its GPU work; NCCL's watchdog gets the call's timeout ------------------
+def _spy_on_the_gpu_wait():
+    from labcore.live import progress
+    seen = []
+    progress.finish_gpu_work = lambda device, path: seen.append((str(device), path.rsplit("/", 1)[-1]))
+    progress.seen_by_test = seen
+
+
+def _seen_gpu_waits():
+    from labcore.live import progress
+    return list(progress.seen_by_test)
+
+
+@pytest.mark.live
+def test_every_call_waits_for_its_gpu_work_before_replying(gloo_cluster):
+    cl = gloo_cluster(2, timeout=60)
+    cl.run(_spy_on_the_gpu_wait)
+    cl.run(_env, "PATH")
+    assert cl.run(_seen_gpu_waits) == [[("cpu", f"rank{r}.gpu"), ("cpu", f"rank{r}.gpu")] for r in range(2)]
+
+
+def _group_timeouts():
+    import types
+
+    import torch.distributed as dist
+
+    from labcore.live import worker
+    from labcore.live.context import RankInfo
+    world = dist.group.WORLD
+    before = world._get_backend(torch.device("cpu")).options._timeout.total_seconds()
+    # the worker's own method on this rank's real group, told it runs NCCL: gloo serves the cuda
+    # device type too, so its backend object takes the timeout as ProcessGroupNCCL's would
+    as_nccl = types.SimpleNamespace(info=RankInfo(0, 1, 0, "nccl", torch.device("cuda", 0)), nccl_timeout_s=None)
+    worker._Worker.arm_nccl_timeout(as_nccl, 17.0)
+    armed = world._get_backend(torch.device("cuda")).options._timeout.total_seconds()
+    world._get_backend(torch.device("cuda"))._set_default_timeout(__import__("datetime").timedelta(seconds=before))
+    return before, armed, as_nccl.nccl_timeout_s
+
+
+@pytest.mark.live
+def test_the_nccl_watchdog_gets_the_calls_timeout_and_gloo_keeps_its_own(gloo_cluster):
+    from labcore.live import settings
+    cl = gloo_cluster(2, timeout=60)
+    cl.call(_env, ("PATH",), timeout=9)   # a gloo call with its own timeout leaves gloo's group alone
+    for before, armed, kept in cl.run(_group_timeouts):
+        assert before == settings.GROUP_TIMEOUT_S and armed == 17.0 and kept == 17.0
+
+
+def _gpu_snapshots(skipper: int):
+    import torch.distributed as dist
+
+    from labcore.live import progress
+    if dist.get_rank() != skipper:
+        dist.all_reduce(torch.ones(2), async_op=True)   # queued, never completes: rank `skipper` is absent
+    return progress.gpu_snapshot()
+
+
+@pytest.mark.live
+def test_the_report_reads_which_collective_a_rank_has_not_finished():
+    from labcore.live import flight, progress
+    with lc.Cluster(3, backend="gloo", timeout=60, env=flight.ENV, show_output=False) as cl:
+        snapshots = cl.run(_gpu_snapshots, 2)
+    assert progress.describe_gpu(snapshots[2]) is None                 # nothing unfinished on rank 2
+    op, what = progress.describe_gpu(snapshots[0])
+    assert op == "all_reduce" and what.startswith("all_reduce #1 of group 0")
+    dump = ('Current thread 0x1 (most recent call first):\n'
+            '  File "/x/labcore/live/progress.py", line 9 in finish_gpu_work\n'
+            '  File "/x/labcore/live/worker.py", line 5 in run_call\n'
+            '  File "/x/labcore/live/worker.py", line 7 in serve\n')
+    where = hang.summarize(dump, progress.describe_gpu(snapshots[0]))
+    assert where.collective == "all_reduce" and "waiting for its GPU, still in all_reduce #1" in str(where)

@@ -90,9 +90,9 @@ def summarize(dump: str, gpu: tuple[str, str] | None = None) -> StackSummary:
     collective = _collective(frames)
     user = next((f for f in frames if not _is_library(f["file"])), None)
     user_frame = f'{user["func"]} ({user["file"]}, line {user["line"]})' if user else None
-    waiting_for_gpu = any(f["func"] == _GPU_WAIT for f in frames)
-    if waiting_for_gpu and gpu is not None:
-        return StackSummary(gpu[0], None, main.strip(), gpu[1])
+    if any(f["func"] == _GPU_WAIT for f in frames):
+        op, what = gpu or (None, "work the call queued (the flight recorder names no collective)")
+        return StackSummary(op, None, main.strip(), what)
     return StackSummary(collective, user_frame, main.strip())
 
 
@@ -158,6 +158,9 @@ def headline(finished: list[int], stuck: dict, unreached: list[int] = (), calls:
         return f"{_ranks(silent)} gave no stack dump (stopped, or its code took over SIGUSR1?)"
     in_op = {r: s.collective for r, s in stuck.items() if s.collective}
     busy = sorted(r for r in stuck if r not in in_op)
+    on_gpu = [r for r in busy if stuck[r].gpu]
+    if on_gpu and len(on_gpu) == len(busy) and not in_op:
+        return f"{_ranks(on_gpu)} returned from the code but wait{'s' * (len(on_gpu) == 1)} for the GPU to finish it"
     if not in_op:
         one = len(busy) == 1
         return (f"no rank is in a collective: {_ranks(busy)} {'is' if one else 'are'} running "
