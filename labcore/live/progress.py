@@ -36,19 +36,26 @@ _GPU_SNAPSHOT_EVERY_S = 1.0
 
 
 # -- on the rank ------------------------------------------------------------------------------
+_c10d = None
+_counted: tuple = (None, ())  # the default group whose backends were looked up, and those backends
+
+
 def _issued() -> int | None:
     """Collectives issued so far on the default group, over its backends; None when other groups
-    exist (their collectives would go uncounted) or there is no group."""
-    import torch.distributed as dist
-    from torch.distributed.distributed_c10d import _world
-
+    exist (their collectives would go uncounted) or there is no group. A few microseconds: the
+    group's backends are looked up once per group."""
+    global _counted, _c10d
+    if _c10d is None:  # imported here: the notebook reads this module's files without torch
+        from torch.distributed import distributed_c10d as _c10d
+    world = _c10d.GroupMember.WORLD
     try:
-        if not dist.is_initialized() or len(_world.pg_map) != 1:
+        if world is None or len(_c10d._world.pg_map) != 1:
             return None
-        pg = dist.group.WORLD
-        # gloo alone serves both device types: one backend, registered twice (distributed_c10d.py)
-        backends = {id(b): b for b in map(pg._get_backend, pg._device_types)}
-        return sum(b._get_sequence_number_for_group() for b in backends.values())
+        if _counted[0] is not world:
+            # gloo alone serves both device types: one backend, registered twice (distributed_c10d.py)
+            backends = {id(b): b for b in map(world._get_backend, world._device_types)}
+            _counted = (world, tuple(backends.values()))
+        return sum(b._get_sequence_number_for_group() for b in _counted[1])
     except (RuntimeError, ValueError, AttributeError):
         return None
 
