@@ -150,3 +150,11 @@ def _at(op, line=1):
 ])
 def test_headline_rules(finished, stuck, calls, first):
     assert hang.headline(finished, {r: _at(op) for r, op in stuck.items()}, calls=calls) == first
+
+
+def test_the_report_can_leave_its_verdict_to_the_learner():
+    s = _at("all_reduce")
+    report = lc.live.HangReport(3.0, [2], {0: s, 1: s, 3: s}, calls={2: 0})
+    full, bare = str(report).splitlines(), report.describe(verdict=False).splitlines()
+    assert full[0] == "Rank 2 never entered all_reduce; ranks 0, 1, 3 wait in it." and full[1:] == bare
+    assert "never entered" not in report.describe(verdict=False)

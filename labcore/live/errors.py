@@ -79,11 +79,16 @@ class HangReport:
         return headline(self.finished, self.stuck, self.unreached, self.calls)
 
     def __str__(self) -> str:
+        return self.describe()
+
+    def describe(self, verdict: bool = True) -> str:
+        """The report; without ``verdict``, without its first line (an exercise that asks which rank
+        diverged leaves that to the learner), like ``FlightAnalysis.describe(verdict=False)``."""
         silent = len(self.stuck) + len(self.unreached)
         done = "".join(f", rank {r} after {self.calls[r]} collective{'s' * (self.calls[r] != 1)}"
                        for r in self.finished if r in self.calls)
-        lines = [self.headline[:1].upper() + self.headline[1:] + ".",
-                 f"No reply from {silent} of {len(self.finished) + silent} ranks after {self.timeout_s:g} s.",
+        lines = [self.headline[:1].upper() + self.headline[1:] + "."] if verdict else []
+        lines += [f"No reply from {silent} of {len(self.finished) + silent} ranks after {self.timeout_s:g} s.",
                  f"  finished: {self.finished or 'none'}{done}"]
         for rank, where in sorted(self.stuck.items()):
             lines.append(f"  rank {rank}: {where}")
