@@ -152,6 +152,13 @@ def test_headline_rules(finished, stuck, calls, first):
     assert hang.headline(finished, {r: _at(op) for r, op in stuck.items()}, calls=calls) == first
 
 
+def test_ranks_still_importing_the_calls_module_are_told_apart_from_busy_code():
+    importing = hang.StackSummary(None, "<module> (/home/me/steps.py, line 3)", "a stack")
+    assert hang.headline([], {0: importing, 1: importing}) == (
+        "ranks 0 and 1 are still importing the call's code (/home/me/steps.py, line 3): imports on the ranks "
+        "count toward the call's timeout")
+
+
 def test_the_report_can_leave_its_verdict_to_the_learner():
     s = _at("all_reduce")
     report = lc.live.HangReport(3.0, [2], {0: s, 1: s, 3: s}, calls={2: 0})

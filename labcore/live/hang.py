@@ -161,6 +161,11 @@ def headline(finished: list[int], stuck: dict, unreached: list[int] = (), calls:
     on_gpu = [r for r in busy if stuck[r].gpu]
     if on_gpu and len(on_gpu) == len(busy) and not in_op:
         return f"{_ranks(on_gpu)} returned from the code but wait{'s' * (len(on_gpu) == 1)} for the GPU to finish it"
+    importing = [r for r in busy if (stuck[r].user_frame or "").startswith("<module> (")]
+    if not in_op and importing:
+        where = stuck[importing[0]].user_frame.removeprefix("<module> ")
+        return (f"{_ranks(importing)} {'is' if len(importing) == 1 else 'are'} still importing the call's code "
+                f"{where}: imports on the ranks count toward the call's timeout")
     if not in_op:
         one = len(busy) == 1
         return (f"no rank is in a collective: {_ranks(busy)} {'is' if one else 'are'} running "
