@@ -3,6 +3,9 @@ import pytest
 
 import labcore as lc
 
+pytestmark = pytest.mark.gpu
+_NEED = "needs {n} GPU(s) and a CUDA build of torch with NCCL; one GPU per rank is what NCCL requires"
+
 
 def _gpu_total():
     import torch
@@ -25,3 +28,93 @@ def test_nccl_all_reduce_on_gpus(world_size):
     for rank, (backend, device, t) in enumerate(got):
         assert backend == "nccl" and device == f"cuda:{rank}"
         assert t.device.type == "cpu" and t.eq(expected).all()
+
+
+def _cpu_and_gpu():
+    import torch
+    import torch.distributed as dist
+    cpu = torch.ones(2)
+    dist.all_reduce(cpu)                       # gloo, in the same group
+    gpu = torch.ones(2, device=lc.rank_info().device)
+    dist.all_reduce(gpu)                       # NCCL
+    return str(dist.get_backend()), cpu, gpu
+
+
+def test_cpu_tensors_run_on_an_nccl_cluster():
+    if not lc.has_gpus(1):
+        pytest.skip(_NEED.format(n=1))
+    with lc.Cluster(1, backend="nccl") as cl:
+        [(backend, cpu, gpu)] = cl.run(_cpu_and_gpu)
+    assert backend == "cpu:gloo,cuda:nccl"
+    assert cpu.tolist() == [1.0, 1.0] and gpu.device.type == "cpu" and gpu.tolist() == [1.0, 1.0]
+
+
+def _rank_1_raises():
+    import torch
+    import torch.distributed as dist
+    if lc.rank_info().rank == 1:
+        raise ValueError("rank 1 gave up")
+    dist.all_reduce(torch.ones(1))             # a CPU tensor, as notebook 00's fault cell has it
+
+
+def test_a_fault_on_nccl_names_the_rank_that_raised():
+    if not lc.has_gpus(2):
+        pytest.skip(_NEED.format(n=2))
+    with lc.Cluster(2, backend="nccl", timeout=30) as cl, pytest.raises(lc.RankError) as err:
+        cl.run(_rank_1_raises)
+    assert err.value.rank == 1 and sorted(err.value.errors) == [1]
+
+
+def _watchdog_timeout():
+    import torch
+    import torch.distributed as dist
+    return dist.group.WORLD._get_backend(torch.device("cuda")).options._timeout.total_seconds()
+
+
+def test_the_nccl_watchdog_times_out_with_the_call():
+    if not lc.has_gpus(1):
+        pytest.skip(_NEED.format(n=1))
+    with lc.Cluster(1, backend="nccl") as cl:
+        assert cl.call(_watchdog_timeout, timeout=17) == [17.0]
+        assert cl.call(_watchdog_timeout, timeout=23) == [23.0]
+
+
+def _gpu_busy_then_all_reduce(seconds: float = 30.0):
+    import torch
+    import torch.distributed as dist
+    torch.cuda._sleep(int(seconds * 2e9))      # a kernel that spins ~2e9 cycles a second on current GPUs
+    dist.all_reduce(torch.ones(4, device=lc.rank_info().device))   # queued behind it: returns at once
+    return "queued"
+
+
+def test_a_call_replies_only_after_its_gpu_work_and_a_gpu_hang_is_reported_in_it():
+    import torch
+    if not lc.has_gpus(1):
+        pytest.skip(_NEED.format(n=1))
+    with lc.Cluster(1, backend="nccl", timeout=60, show_output=False) as cl:
+        assert cl.call(_gpu_busy_then_all_reduce, kwargs={"seconds": 0.5}) == ["queued"]
+        with pytest.raises(lc.CollectiveTimeout) as err:
+            cl.call(_gpu_busy_then_all_reduce, timeout=4)
+        where = err.value.report.stuck[0]
+        assert where.gpu is not None and "all_reduce" in where.gpu, str(err.value.report)
+        assert cl.run(_watchdog_timeout) == [60.0]   # fresh ranks, same cluster
+    assert not torch.cuda.is_initialized()         # the notebook (this process) never touched CUDA
+
+
+def _skip_on_gpu(culprit: int = 1):
+    import torch
+    import torch.distributed as dist
+    t = torch.ones(4, device=lc.rank_info().device)
+    if dist.get_rank() != culprit:
+        dist.all_reduce(t)                     # NCCL queues it and returns: the worker waits for it
+    return "returned"
+
+
+def test_a_skipped_collective_on_nccl_hangs_the_call_that_skipped_it():
+    if not lc.has_gpus(2):
+        pytest.skip(_NEED.format(n=2))
+    with lc.Cluster(2, backend="nccl", timeout=10, show_output=False) as cl, \
+            pytest.raises(lc.CollectiveTimeout) as err:
+        cl.run(_skip_on_gpu, 1)
+    report = err.value.report
+    assert report.finished == [1] and report.headline.startswith("rank 1 never entered all_reduce"), str(report)

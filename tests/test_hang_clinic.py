@@ -74,6 +74,7 @@ def test_mismatched_ops(cl):
     assert _odd_one_out(where) == [3]
     assert fa.culprits == [3]
     assert "COLLECTIVE_TYPE_MISMATCH" in fa.text and "Culprit rank 3" in fa.text
+    assert fa.error.report.headline == "rank 3 called broadcast where ranks 0, 1, 2 called all_reduce"
 
 
 def test_mismatched_ops_on_rank0_majority_reading(cl):
@@ -89,6 +90,9 @@ def test_mismatched_shapes_one_rank_returns_while_the_others_wait(cl):
     assert fa.culprits == [3] and "SIZE_OR_SYNTAX_MISMATCH" in fa.text
     assert fa.last_entered[3]["input_sizes"] == [[2]] and fa.last_entered[3]["completed"]
     assert not fa.last_entered[0]["completed"]
+    # the rank that returned entered the all_reduce: the report must not say it skipped it
+    assert report.headline == ("rank 3 returned after 1 collective while ranks 0, 1, 2 wait in all_reduce: "
+                               "it did not match their call")
 
 
 def test_mismatched_shapes_longer_tensor_the_culprit_alone_waits(cl):
@@ -97,6 +101,7 @@ def test_mismatched_shapes_longer_tensor_the_culprit_alone_waits(cl):
     assert sorted(report.stuck) == [1] and report.finished == [0, 2, 3]
     assert fa.culprits == [1]
     assert all(fa.last_entered[r]["completed"] for r in report.finished)
+    assert report.headline.startswith("rank 1 still waits in all_reduce, which ranks 0, 2, 3 left")
 
 
 def test_skipped_collective(cl):
@@ -105,6 +110,7 @@ def test_skipped_collective(cl):
     assert report.finished == [2] and sorted(report.stuck) == [0, 1, 3]
     assert fa.first_mismatch.missing_ranks == {2} and fa.culprits == [2]
     assert "Not all ranks joining collective" in fa.text
+    assert report.headline == "rank 2 never entered all_reduce; ranks 0, 1, 3 wait in it"
 
 
 def test_wrong_order(cl):
@@ -112,12 +118,15 @@ def test_wrong_order(cl):
     where = _where(fa.error.report)
     assert {r for r, w in where.items() if w == "broadcast"} == {2, 3}
     assert fa.culprits == [2, 3]
+    assert fa.error.report.headline == ("the ranks called different collectives: ranks 0 and 1 in all_reduce "
+                                        "and ranks 2 and 3 in broadcast")
 
 
 def test_p2p_deadlock_seen_by_the_hang_report_not_by_gloo_flight_recorder(cl):
     fa = _record(cl, hc.p2p_deadlock, pair=(0, 1))
     where = _where(fa.error.report)
     assert where == {0: "send", 1: "send", 2: "finished", 3: "finished"}
+    assert fa.error.report.headline.startswith("ranks 0 and 1 both wait in send, and no rank waits in recv")
     # torch 2.13's gloo records no send/recv: fr_trace has nothing to match
     assert fa.first_mismatch is None and not fa.collectives
     assert all(rank not in fa.last_entered for rank in range(4))
@@ -134,6 +143,8 @@ def test_straggler_times_out_then_completes(cl):
     where = _where(fa.error.report)
     assert where[3] is None and all(where[r] == "all_reduce" for r in (0, 1, 2))
     assert fa.culprits == [3]  # the snapshot blames the slow rank: that is the trap
+    assert fa.error.report.headline == ("rank 3 has not reached all_reduce: still running its own code; "
+                                        "ranks 0, 1, 2 wait in it")
     fa = _record(cl, hc.straggler, culprit=3, delay_s=1.0, timeout=TIMEOUT + 10)
     assert fa.error is None and fa.first_mismatch is None
     assert all(e["completed"] for e in fa.last_entered.values())

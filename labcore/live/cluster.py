@@ -26,7 +26,7 @@ import psutil
 
 from labcore.live import hang, output, scratch, settings, source
 from labcore.live import control
-from labcore.live.errors import ClusterError, CollectiveTimeout, HangReport, RankDied, RankError
+from labcore.live.errors import ClusterError, CollectiveTimeout, RankDied, RankError
 from labcore.live.sysinfo import check_world_size, choose_backend
 
 # How long the other ranks get to report after one rank raised, before the group is replaced.
@@ -129,7 +129,8 @@ class _Group:
                     proc = ctx.Process(
                         target=worker.main, name=f"labcore-rank{rank}", daemon=True,
                         args=(child_end, lifeline_end, out.writers["out"], out.writers["err"], rank,
-                              world_size, backend, self.run_dir, os.getpid(), env))
+                              world_size, backend, self.run_dir, os.getpid(), env),
+                        kwargs={"notebook_env": dict(os.environ)})  # the forkserver's may be older
                     proc.start()
                 finally:
                     child_end.close()
@@ -256,7 +257,8 @@ class Cluster:
         (finite and positive).
     env : dict, optional
         Environment variables set on every rank before the process group is
-        created (``NCCL_DEBUG``, ``NCCL_ALGO``, ``NCCL_PROTO``, ...).
+        created (``NCCL_DEBUG``, ``NCCL_ALGO``, ``NCCL_PROTO``, ...), over the notebook's
+        ``os.environ`` as it is when the ranks start.
     start_method : {"forkserver", "spawn"}
         How ranks are started; never ``fork`` (the kernel has threads, maybe CUDA).
     show_output : bool
@@ -501,7 +503,7 @@ class Cluster:
             self._emit_late()
             self._origins = origins or {}
             self._request_id += 1
-            outbox = control.Outbox(control.frame((self._request_id, kind, payload)),
+            outbox = control.Outbox(control.frame((self._request_id, kind, payload, timeout)),
                                     [conn.fileno() for conn in self._group.conns])
             for fd in outbox.unsent():
                 outbox.write(fd)  # a short request to ranks that are reading goes out at once
@@ -645,9 +647,8 @@ class Cluster:
 
     def _hang(self, timeout: float, finished: list[int], stuck: list[int], unreached: list[int]):
         dumps = self._group.stack_dumps(stuck)
-        report = HangReport(timeout, finished,
-                            {r: hang.summarize(source.restore_frames(dumps[r], self._origins)) for r in stuck},
-                            unreached)
+        report = hang.report(timeout, finished, {r: source.restore_frames(dumps[r], self._origins) for r in stuck},
+                             unreached, self._group.path, self._request_id)
         self._fault = "the previous call timed out"
         raise CollectiveTimeout(report)
 

@@ -52,12 +52,17 @@ def rank_info() -> RankInfo:
             "Cluster.run, in a %%ranks cell, or in a script launched by torchrun "
             "after dist.init_process_group()."
         )
-    backend = str(dist.get_backend())
+    backend = str(dist.get_backend())  # "nccl", or "cpu:gloo,cuda:nccl" for a group with both
     local_rank = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
-    device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+    on_gpu = backend == "nccl" or "cuda:nccl" in backend.split(",")
+    device = torch.device("cuda", local_rank) if on_gpu else torch.device("cpu")
     return RankInfo(dist.get_rank(), dist.get_world_size(), local_rank, backend, device)
 
 
 def device():
-    """The torch.device this rank should put its tensors on (``cuda:k`` with NCCL, else cpu)."""
+    """The torch.device this rank should put its tensors on (``cuda:k`` with NCCL, else cpu).
+
+    A lab cluster on NCCL runs CPU tensors too (its group has gloo beside NCCL, see
+    :func:`labcore.live.sysinfo.group_backend`); this is where the GPU's tensors go.
+    """
     return rank_info().device

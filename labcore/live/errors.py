@@ -58,17 +58,38 @@ class RankDied(ClusterError):
 
 @dataclass
 class HangReport:
-    """Where each rank was when a call passed its deadline."""
+    """Where each rank was when a call passed its deadline.
+
+    Its first line names the rank(s) that diverged and how (:func:`labcore.live.hang.headline`),
+    then comes each rank's state. ``calls`` holds, for finished ranks, how many collectives
+    they issued in the call, where the rank could count them.
+    """
 
     timeout_s: float
     finished: list[int]
     stuck: dict[int, "object"] = field(default_factory=dict)  # rank -> labcore.live.hang.StackSummary
     unreached: list[int] = field(default_factory=list)  # ranks that never took the whole request
+    calls: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def headline(self) -> str:
+        """The first line: who diverged, and how."""
+        from labcore.live.hang import headline
+
+        return headline(self.finished, self.stuck, self.unreached, self.calls)
 
     def __str__(self) -> str:
+        return self.describe()
+
+    def describe(self, verdict: bool = True) -> str:
+        """The report; without ``verdict``, without its first line (an exercise that asks which rank
+        diverged leaves that to the learner), like ``FlightAnalysis.describe(verdict=False)``."""
         silent = len(self.stuck) + len(self.unreached)
-        lines = [f"No reply from {silent} of {len(self.finished) + silent} ranks after {self.timeout_s:g} s.",
-                 f"  finished: {self.finished or 'none'}"]
+        done = "".join(f", rank {r} after {self.calls[r]} collective{'s' * (self.calls[r] != 1)}"
+                       for r in self.finished if r in self.calls)
+        lines = [self.headline[:1].upper() + self.headline[1:] + "."] if verdict else []
+        lines += [f"No reply from {silent} of {len(self.finished) + silent} ranks after {self.timeout_s:g} s.",
+                 f"  finished: {self.finished or 'none'}{done}"]
         for rank, where in sorted(self.stuck.items()):
             lines.append(f"  rank {rank}: {where}")
         for rank in self.unreached:

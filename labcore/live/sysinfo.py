@@ -8,21 +8,38 @@ import subprocess
 
 
 def gpu_count() -> int:
-    """GPUs torch can see, counted without creating a CUDA context in this process.
+    """GPUs this machine offers the ranks, counted through NVML, without CUDA in this process.
 
-    torch.cuda.device_count() asks NVML first, so the notebook's kernel stays
-    free of CUDA state (workers are never forked from it, but it keeps the
-    kernel light and lets it run on machines whose driver is broken).
+    ``torch.cuda.is_available()`` calls ``cudaGetDeviceCount``, which initialises the CUDA
+    driver (``cuInit``) in the notebook (torch 2.13, torch/cuda/__init__.py ``is_available``),
+    and ``torch.cuda.device_count()`` falls back to the same call whenever NVML fails. A process
+    that has initialised CUDA cannot fork a child that uses it, and the notebook never needs a
+    CUDA context of its own. So the count comes from torch's NVML path alone
+    (``_device_count_nvml``: libnvidia-ml.so.1's ``nvmlDeviceGetCount_v2``, trimmed to
+    ``CUDA_VISIBLE_DEVICES``), and a machine without NVML, which ships with the NVIDIA driver,
+    or where NVML cannot count (MIG instances), has 0 GPUs for the lab. Once CUDA is initialised
+    here anyway (the learner's own code), torch's count costs nothing more.
+
+    >>> gpu_count() >= 0
+    True
     """
+    import warnings
+
     import torch
 
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not torch.backends.cuda.is_built():
+        return 0
+    if torch.cuda.is_initialized():
+        return torch.cuda.device_count()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns "Can't initialize NVML" where no driver is loaded
+        return max(0, torch.cuda._device_count_nvml())
 
 
 def has_gpus(n: int = 1) -> bool:
-    """True when torch sees at least ``n`` GPUs and NCCL is available.
+    """True when this machine has at least ``n`` GPUs (:func:`gpu_count`) and torch has NCCL.
 
-    Notebooks gate GPU-only cells on it::
+    It never initialises CUDA in the calling process. Notebooks gate GPU-only cells on it::
 
         if lc.has_gpus(4):
             ...  # NCCL on 4 GPUs
@@ -49,11 +66,34 @@ def choose_backend(world_size: int, backend: str = "auto") -> str:
     if not dist.is_nccl_available():
         why = "this torch build has no NCCL (a CPU-only wheel?)"
     else:
-        why = f"torch sees {gpu_count()} GPU(s)"
+        why = f"NVML counts {gpu_count()} GPU(s)"
     raise ValueError(
         f"backend='nccl' needs one GPU per rank: {world_size} ranks asked, but {why}. "
         f"Use backend='gloo' (CPU) or backend='auto', or ask for at most {gpu_count()} ranks."
     )
+
+
+def group_backend(backend: str) -> str:
+    """What a rank passes to ``init_process_group`` when the lab has chosen ``backend``.
+
+    NCCL moves CUDA tensors only: torch 2.13 maps a bare ``"nccl"`` to ``{"cuda": nccl}``
+    (``BackendConfig`` in torch/distributed/distributed_c10d.py, from
+    ``Backend.backend_capability["nccl"] == ["cuda"]``), so a CPU tensor on such a group fails
+    with "No backend type associated with device type cpu". The lessons that train on the CPU
+    (notebooks 05 and 06, their exercises, the recorder) then fail on any NCCL machine, and a
+    fault cell blames the rank whose CPU all_reduce failed first instead of the one that raised.
+    ``"cpu:gloo,cuda:nccl"`` gives the group both: gloo for CPU tensors, NCCL for CUDA ones
+    (the same BackendConfig parses the ``device:backend`` pairs), so the same cell runs on
+    either machine.
+
+    >>> group_backend("nccl")
+    'cpu:gloo,cuda:nccl'
+    >>> group_backend("gloo")
+    'gloo'
+    """
+    if backend not in {"gloo", "nccl"}:
+        raise ValueError(f"the lab's ranks run 'gloo' or 'nccl', not {backend!r}")
+    return "cpu:gloo,cuda:nccl" if backend == "nccl" else "gloo"
 
 
 def explain_backend(world_size: int) -> str:
@@ -61,12 +101,13 @@ def explain_backend(world_size: int) -> str:
     backend = choose_backend(world_size)
     ranks = f"{world_size} rank{'' if world_size == 1 else 's'}"
     if backend == "nccl":
-        return (f"{ranks} -> nccl: torch sees {gpu_count()} GPUs, one per rank, "
-                "so collectives run on the GPUs over NVLink/PCIe.")
+        return (f"{ranks} -> nccl: NVML counts {gpu_count()} GPUs, one per rank, "
+                "so collectives on CUDA tensors run on the GPUs over NVLink/PCIe (CPU tensors go "
+                "through gloo in the same group).")
     import torch.distributed as dist
 
     why = ("this torch build has no NCCL" if not dist.is_nccl_available()
-           else f"torch sees {gpu_count()} GPU(s), fewer than one per rank")
+           else f"NVML counts {gpu_count()} GPU(s), fewer than one per rank")
     return (f"{ranks} -> gloo on the CPU: {why}. Same API and semantics; gloo's own CPU algorithms "
             "over TCP, none of NCCL's kernels or protocols.")
 

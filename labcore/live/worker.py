@@ -25,8 +25,9 @@ import psutil
 import torch
 import torch.distributed as dist
 
-from labcore.live import scratch, settings
+from labcore.live import c_stdio, progress, scratch, settings
 from labcore.live.context import RankInfo, _set_current
+from labcore.live.sysinfo import group_backend
 
 def _gone(pid: int) -> bool:
     try:
@@ -97,7 +98,9 @@ def _identity(fd: int) -> tuple:
 
 def _flush_output() -> None:
     """Flush what a call printed, and mend what its code broke (a closed or replaced sys.stdout,
-    a closed fd 1): the reply must still go back, and the next call's output reach the notebook."""
+    a closed fd 1): the reply must still go back, and the next call's output reach the notebook.
+    C's streams first: NCCL's log goes through them (see labcore.live.c_stdio)."""
+    c_stdio.flush()
     for fd, name in ((1, "stdout"), (2, "stderr")):
         stream = getattr(sys, name)
         try:
@@ -203,10 +206,14 @@ def _pickle_reply(value) -> bytes:
 
 
 class _Worker:
-    def __init__(self, conn, info: RankInfo):
+    def __init__(self, conn, info: RankInfo, run_dir: str):
         self.conn = conn
         self.info = info
         self.pid = os.getpid()
+        # what the notebook's hang report reads (labcore.live.progress)
+        self.calls = progress.CallCounter(os.path.join(run_dir, f"rank{info.rank}.calls"))
+        self.gpu_state = os.path.join(run_dir, f"rank{info.rank}.gpu")
+        self.nccl_timeout_s: float | None = None
         self.world = dist.group.WORLD  # the group this cluster made; user code may destroy it
         self.namespace = {
             "__name__": "__ranks__", "torch": torch, "dist": dist, "rank": info.rank,
@@ -230,30 +237,92 @@ class _Worker:
             return None
         raise ValueError(f"unknown request {kind!r}")
 
+    def arm_nccl_timeout(self, timeout_s: float | None) -> None:
+        """Give NCCL's watchdog the call's own deadline instead of the group's week.
+
+        Works take the backend's timeout when they are created (ProcessGroupNCCL's
+        ``_set_default_timeout``, torch/_C/_distributed_c10d.pyi), so a collective of this call
+        times out in the watchdog when the call does in the notebook: it logs "Watchdog caught
+        collective operation timeout" and, with ``TORCH_NCCL_DUMP_ON_TIMEOUT``, dumps the flight
+        recorder; the lab's hang report still ends the group (see :func:`_nccl_defaults`).
+        gloo keeps its group timeout: its collectives raise, not report, when it fires.
+        """
+        if self.info.backend != "nccl" or timeout_s is None or timeout_s == self.nccl_timeout_s:
+            return
+        try:
+            backend = dist.group.WORLD._get_backend(torch.device("cuda"))
+            backend._set_default_timeout(timedelta(seconds=timeout_s))
+        except (RuntimeError, AttributeError, ValueError):
+            return  # the learner's code replaced the group: the notebook starts a fresh one
+        self.nccl_timeout_s = timeout_s
+
+    def run_call(self, kind: str, payload: bytes, timeout_s: float | None):
+        """The call path: NCCL's deadline, the learner's code, then the GPU work that code queued
+        (NCCL collectives return once queued; a reply sent before they finish hid a hang in a
+        later call, or paired its collective with a later one)."""
+        self.arm_nccl_timeout(timeout_s)
+        value = self.handle(kind, payload)
+        progress.finish_gpu_work(self.info.device, self.gpu_state)
+        return value
+
     def group_intact(self) -> bool:
         return dist.is_initialized() and dist.group.WORLD is self.world
 
     def serve(self) -> None:
         while True:
             try:
-                req_id, kind, payload = self.conn.recv()
+                req_id, kind, payload, *timeout = self.conn.recv()
             except (EOFError, OSError):
                 return  # the notebook closed the pipe or died: nothing left to serve
             if kind == "close":
                 return
+            self.calls.start()
             try:
-                reply = ("ok", _pickle_reply(self.handle(kind, payload)))
+                reply = ("ok", _pickle_reply(self.run_call(kind, payload, *timeout)))
             except BaseException as exc:  # report everything, even SystemExit from user code
                 reply = ("error", _describe(exc, skip_own_frames=True))
             finally:
                 if os.getpid() != self.pid:
                     os._exit(0)  # a process the user's code forked: it must not answer for the rank
+                self.calls.finish(req_id)
                 _flush_output()
             self.conn.send((req_id, self.pid, *reply, self.group_intact()))
 
 
+def _take_notebook_env(notebook_env: dict | None) -> None:
+    """Make this rank's environment the notebook's as it is now, additions and removals alike.
+
+    A rank is forked from the forkserver, whose environment is the notebook's when the first
+    cluster started: ``os.environ[...]`` set (or deleted) in the notebook after that never
+    reached a later cluster's ranks, as it would with spawn or a script. The lab's own
+    variables and the cluster's ``env`` are set after this, so they still win.
+    """
+    if notebook_env is None:
+        return
+    for name in set(os.environ) - set(notebook_env):
+        del os.environ[name]
+    os.environ.update(notebook_env)
+
+
+def _nccl_defaults(run_dir: str) -> None:
+    """What an NCCL rank of the lab runs with unless the notebook or ``env`` says otherwise.
+
+    - the flight recorder on (``TORCH_FR_BUFFER_SIZE``), so a rank waiting for its GPU can say
+      which collective the GPU is in (labcore.live.progress), and its dump on a watchdog
+      timeout (``TORCH_NCCL_DUMP_ON_TIMEOUT``) into the rank's run folder, removed with it;
+    - ``TORCH_NCCL_ASYNC_ERROR_HANDLING=0``: on a timeout the watchdog logs and dumps but
+      neither aborts the communicator nor kills the process (modes 1-3 do, ``ErrorHandlingMode``
+      in ProcessGroupNCCL.hpp), which would end a rank at the deadline and turn the hang
+      report into a RankDied naming whichever rank's watchdog fired first.
+    """
+    os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
+    os.environ.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
+    os.environ.setdefault("TORCH_FR_DUMP_TEMP_FILE", os.path.join(run_dir, "nccl_trace_rank_"))
+    os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")
+
+
 def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: str, run_dir: str,
-         notebook_pid: int, env: dict) -> None:
+         notebook_pid: int, env: dict, notebook_env: dict | None = None) -> None:
     """Entry point of a worker process (the target given to multiprocessing)."""
     os.setpgid(0, 0)  # a group of its own: stopping the rank stops what it forked
     _watch_lifeline(lifeline, notebook_pid, run_dir)
@@ -263,12 +332,16 @@ def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: st
     for inherited in (signal.SIGTERM, signal.SIGUSR2):  # the forkserver's handlers are not a rank's
         signal.signal(inherited, signal.SIG_DFL)
     _redirect_output(stdout, stderr)
+    c_stdio.line_buffer_stdout()  # C's lines (NCCL's log) leave as they are written
     stack_file = open(os.path.join(run_dir, f"rank{rank}.stack"), "w")  # noqa: SIM115 (faulthandler keeps it)
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
 
     tmp = os.path.join(run_dir, f"rank{rank}.tmp")  # the rank's temp files go when the group goes
     os.makedirs(tmp, exist_ok=True)
+    _take_notebook_env(notebook_env)
     os.environ.update({"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "TMPDIR": tmp})
+    if backend == "nccl":
+        _nccl_defaults(run_dir)
     os.environ.update(env)
     dist.set_debug_level_from_env()  # torch read TORCH_DISTRIBUTED_DEBUG when the forkserver imported it
     tempfile.tempdir = None
@@ -280,7 +353,7 @@ def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: st
         else:
             local = torch.device("cpu")
         store = dist.FileStore(os.path.join(run_dir, "store"), world_size)
-        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+        dist.init_process_group(group_backend(backend), store=store, rank=rank, world_size=world_size,
                                 timeout=timedelta(seconds=settings.GROUP_TIMEOUT_S),
                                 device_id=local if backend == "nccl" else None)
         info = RankInfo(rank, world_size, rank, backend, local)
@@ -290,8 +363,9 @@ def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: st
         return
     conn.send((0, os.getpid(), "ok", cloudpickle.dumps(None), True))
     try:
-        _Worker(conn, info).serve()
+        _Worker(conn, info, run_dir).serve()
     finally:
         _kill_descendants()
         if dist.is_initialized():
             dist.destroy_process_group()
+        c_stdio.flush()  # the process ends by os._exit (multiprocessing), which flushes nothing
