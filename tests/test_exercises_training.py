@@ -1,6 +1,6 @@
-"""Exercises of notebooks 05 and 06 on live ranks: the right answer passes, and each mistake a
-learner makes gets its own message (checks compare with single-process training and count the
-collectives with the recorder)."""
+"""Exercises of notebooks 05 and 06 on live ranks, beyond their examples (each right answer and each
+mistake, with its own message, is checked once, in test_exercises_all.py): other right answers,
+value questions, starter code, hangs, the bytes question's setup and the bucket layouts."""
 import pytest
 import torch.distributed as dist
 
@@ -15,94 +15,6 @@ from labcore.live import magic
 def cluster():
     yield magic.get_cluster(4)          # what the checks use when no cluster is given
     magic.close_all()
-
-
-class _NeverGathersInBackward:
-    """Gathers twice in forward, keeps nothing but x and the shard, and uses zeros as W in backward."""
-
-    @staticmethod
-    def forward(ctx, x, shard, w_shape):
-        import math
-
-        k = math.prod(w_shape) + w_shape[0]
-        sh.gather_full(shard, (k,))
-        w, b = sh.unflatten(sh.gather_full(shard, (k,)), w_shape)
-        ctx.save_for_backward(x, shard)
-        ctx.w_shape = w_shape
-        return x @ w.T + b
-
-    @staticmethod
-    def backward(ctx, grad_y):
-        import torch
-
-        x, shard = ctx.saved_tensors
-        w = torch.zeros(ctx.w_shape, dtype=x.dtype)
-        return grad_y @ w, sh.reduce_scatter_mean(sh.flatten(grad_y.T @ x, grad_y.sum(0))), None
-
-
-CASES = [
-    (dp.q_average, dp.allreduce_per_parameter, "match single-process training"),
-    (dp.q_average, dpm._no_divide, "4 times too large"),
-    (dp.q_average, dpm._params_not_grads, "What has to agree before the optimizer step is the gradient"),
-    (dp.q_average, dpm._divide_by_n_minus_1, "divided by something other than the number of ranks"),
-    (dp.q_buckets, dp.allreduce_buckets, "match single-process training"),
-    (dp.q_buckets, dpm._drop_last_bucket, "left over after the last full bucket were never averaged"),
-    (dp.q_buckets, dpm._bucket_no_divide, "4 times too large"),
-    (dp.q_buckets, lambda model, bucket_bytes: dp.allreduce_per_parameter(model), "one per parameter"),
-    (dp.q_buckets, dpm._one_bucket, "hold more than bucket_bytes"),               # bucket_bytes ignored
-    (dp.q_buckets, dpm._buckets_first_to_last, "filled first layer first"),
-    (dp.q_buckets, dpm._bucket_float32, "buckets all-reduced as float (7456 bytes in a step), but the gradients "
-                                        "are float64"),
-    (dp.q_buckets, dpm._bucket_reduce_scatter_all_gather, "no all-reduce in a step, but all_gather, reduce_scatter"),
-    (dp.q_overlap, (dp._launch_async, dp._finish_wait), "match single-process training"),
-    (dp.q_overlap, (dp._launch_async, dpm._finish_no_wait), "never waited on before the optimizer step"),
-    (dp.q_overlap, (dpm._launch_blocking, dp._finish_wait), "launch returned no handle"),
-    (dp.q_overlap, (dp._launch_async, dpm._finish_no_divide), "4 times too large"),
-    (dp.q_overlap, (dp._launch_async, dpm._finish_divide_first), "in place before waiting"),
-    (dp.q_overlap, (dpm._launch_waits, dp._finish_wait), "launch waited for its all-reduce before returning"),
-    (dp.q_overlap, (lambda b: (w := dist.all_reduce(b, async_op=True)).wait() or w, dp._finish_wait),
-     "launch waited for its all-reduce before returning"),
-    (dp.q_overlap, (dpm._launch_blocking_handle, dp._finish_wait), "launch ran a blocking all-reduce"),
-    (dp.q_overlap, (lambda b: dist.all_reduce(b, async_op=True).get_future().wait(), dp._finish_wait),
-     "launch waited for its all-reduce before returning"),
-    (dp.q_accumulate, dp._accumulate, "match single-process training"),
-    (dp.q_accumulate, dpm._accumulate_every, "synchronised after every micro-batch"),
-    (dp.q_accumulate, dpm._accumulate_never, "never synchronised"),
-    (dp.q_accumulate, dpm._accumulate_unscaled, "differ from single-process training"),
-    (dp.q_accumulate, dpm._accumulate_sync_first, "ran in a backward before the last"),
-    (dp.q_accumulate, dpm._accumulate_concatenated, "the micro-batches were put back together"),
-    (dp.q_accumulate, dpm._accumulate_one_backward, "kept until one backward at the end"),
-    (dp.q_accumulate, dpm._accumulate_by_hand, "the gradients crossed once, but piece by piece"),
-    (sh.q_sharded_step, sh._zero_step, "match unsharded Adam"),
-    (sh.q_sharded_step, shm._zero_step_allreduce, "counted all-reduces"),
-    (sh.q_sharded_step, shm._zero_step_no_gather, "every rank needs all the updated parameters"),
-    (sh.q_sharded_step, shm._zero_step_summed, "the sum of the ranks' gradients, not their mean"),
-    (sh.q_sharded_step, shm._zero_step_gather_gradients, "all-gathers moving 223680 bytes over 3 steps, 5 times"),
-    (sh.q_zero3_layer, sh.Zero3LinearFn, "shards match unsharded Adam"),
-    (sh.q_zero3_layer, shm._KeepsWeights, "backward used weights kept from forward"),
-    (sh.q_zero3_layer, shm._LocalGradients, "saw no reduce-scatter"),
-    (sh.q_zero3_layer, shm._SummedGradients, "the sum of the ranks' gradients, not their mean"),
-    (sh.q_zero3_layer, shm._GathersTwiceInForward, "backward used weights kept from forward"),
-    (sh.q_zero3_layer, shm._KeepsWeightsOnCtx, "saved for backward or put on ctx"),
-    (sh.q_zero3_layer, _NeverGathersInBackward, "the recorder saw backward all-gather 0 bytes"),
-    (sh.q_zero3_layer, shm._AllReducedGradients, "an all-reduce delivers every rank the whole of it"),
-    (sh.q_row_parallel, sh.row_parallel, "match the unsharded MLP"),
-    (sh.q_row_parallel, shm._row_all_gather, "put side by side"),
-    (sh.q_row_parallel, shm._row_bias_everywhere, "every rank added b2 before the reduction"),
-    (sh.q_row_parallel, shm._row_no_reduce, "never combined"),
-    (sh.q_row_parallel, shm._row_bias_split, "gradient of b2 is 0.25 times the unsharded MLP's"),
-    (sh.q_row_parallel, shm._row_bias_rank0, "rank 1's bias b2 got no gradient"),
-    (sh.q_row_parallel, lambda h, w2, b2: sh.row_parallel(h, w2, b2.detach()), "rank 0's bias b2 got no gradient"),
-]
-
-
-@pytest.mark.parametrize("exercise, answer, message", CASES,
-                         ids=[f"{q.title}-{i}" for i, (q, _, _) in enumerate(CASES)])
-def test_live_feedback(exercise, answer, message):
-    result = exercise.evaluate(answer)
-    right = answer == exercise.correct_example
-    assert result.status == ("correct" if right else "incorrect"), result.message
-    assert message in result.message
 
 
 def _launch_future(bucket):

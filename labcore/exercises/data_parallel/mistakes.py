@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 
 from labcore.exercises.data_parallel.reference import (
-    _allreduce_bucket, _copy_back, allreduce_buckets, buckets_of, loss_fn,
+    _allreduce_bucket, _copy_back, allreduce_buckets, allreduce_per_parameter, buckets_of, loss_fn,
 )
 
 
@@ -173,3 +173,19 @@ def _accumulate_by_hand(ddp, micro_batches):
     for p in ddp.parameters():                              # then one all-reduce per parameter
         dist.all_reduce(p.grad)
         p.grad /= dist.get_world_size()
+
+
+def _bucket_per_parameter(model, bucket_bytes):
+    allreduce_per_parameter(model)                       # no buckets at all: one all-reduce per parameter
+
+
+def _launch_waits_walrus(bucket):
+    import torch.distributed as dist
+
+    return (work := dist.all_reduce(bucket, async_op=True)).wait() or work     # waits, then hands the handle back
+
+
+def _launch_waits_on_future(bucket):
+    import torch.distributed as dist
+
+    return dist.all_reduce(bucket, async_op=True).get_future().wait()          # the future's value, after waiting

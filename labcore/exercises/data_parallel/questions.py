@@ -14,9 +14,11 @@ from labcore.exercises.core import CustomExercise
 from labcore.exercises.data_parallel.mistakes import (
     _accumulate_by_hand, _accumulate_concatenated, _accumulate_every, _accumulate_never,
     _accumulate_one_backward, _accumulate_sync_first, _accumulate_unscaled, _bucket_float32,
-    _bucket_no_divide, _bucket_reduce_scatter_all_gather, _buckets_first_to_last, _divide_by_n_minus_1,
+    _bucket_no_divide, _bucket_per_parameter, _bucket_reduce_scatter_all_gather, _buckets_first_to_last,
+    _divide_by_n_minus_1,
     _drop_last_bucket, _finish_divide_first, _finish_no_divide, _finish_no_wait, _launch_blocking,
-    _launch_blocking_handle, _launch_waits, _no_divide, _one_bucket, _params_not_grads,
+    _launch_blocking_handle, _launch_waits, _launch_waits_on_future,
+    _launch_waits_walrus, _no_divide, _one_bucket, _params_not_grads,
 )
 from labcore.exercises.data_parallel.checks import (
     _LIVE, _check_accumulate, _check_average, _check_buckets, _check_ddp_bytes, _check_overlap,
@@ -77,7 +79,7 @@ q_buckets = CustomExercise(
              "            offset += p.numel()",
     correct_example=allreduce_buckets,
     wrong_examples=[_drop_last_bucket, _bucket_no_divide, _one_bucket, _buckets_first_to_last,
-                    lambda model, bucket_bytes: allreduce_per_parameter(model), _bucket_float32,
+                    _bucket_per_parameter, _bucket_float32,
                     _bucket_reduce_scatter_all_gather],
     expects="a function",
     **_LIVE,
@@ -103,6 +105,7 @@ q_overlap = CustomExercise(
     correct_example=(_launch_async, _finish_wait),
     wrong_examples=[(_launch_async, _finish_no_wait), (_launch_blocking, _finish_wait),
                     (_launch_waits, _finish_wait), (_launch_blocking_handle, _finish_wait),
+                    (_launch_waits_walrus, _finish_wait), (_launch_waits_on_future, _finish_wait),
                     (_launch_async, _finish_no_divide), (_launch_async, _finish_divide_first)],
     expects="a pair of functions (launch, finish)",
     **_LIVE,

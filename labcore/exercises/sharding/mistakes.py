@@ -7,7 +7,7 @@ import math
 
 from labcore.exercises.sharding.reference import (
     ReduceFromParallel, Zero3LinearFn, _function, _reduce_scatter, _regather, flatten, gather_full, pad_flat,
-    padded_numel, reduce_scatter_mean, shard_of, unflatten,
+    padded_numel, reduce_scatter_mean, row_parallel, shard_of, unflatten,
 )
 
 
@@ -195,3 +195,29 @@ def _row_bias_rank0(h_shard, w2_shard, b2):
     # the bias only on rank 0: the sum is right, the other ranks' copies of b2 get no gradient
     bias = b2 if dist.get_rank() == 0 else torch.zeros_like(b2)
     return _function(ReduceFromParallel).apply(h_shard @ w2_shard.T + bias)
+
+
+class _NeverGathersInBackward:
+    """ZeRO-3 layer that gathers twice in forward, keeps nothing but x and the shard, and uses zeros as
+    W in backward."""
+
+    @staticmethod
+    def forward(ctx, x, shard, w_shape):
+        k = math.prod(w_shape) + w_shape[0]
+        gather_full(shard, (k,))
+        w, b = unflatten(gather_full(shard, (k,)), w_shape)
+        ctx.save_for_backward(x, shard)
+        ctx.w_shape = w_shape
+        return x @ w.T + b
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        import torch
+
+        x, shard = ctx.saved_tensors
+        w = torch.zeros(ctx.w_shape, dtype=x.dtype)
+        return grad_y @ w, reduce_scatter_mean(flatten(grad_y.T @ x, grad_y.sum(0))), None
+
+
+def _row_bias_detached(h_shard, w2_shard, b2):
+    return row_parallel(h_shard, w2_shard, b2.detach())      # b2 outside the graph: no rank's copy gets a gradient

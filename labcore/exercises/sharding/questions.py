@@ -6,8 +6,8 @@ from __future__ import annotations
 from labcore.exercises.core import CustomExercise
 from labcore.exercises.data_parallel.checks import _LIVE
 from labcore.exercises.sharding.mistakes import (
-    _AllReducedGradients, _GathersTwiceInForward, _KeepsWeights, _KeepsWeightsOnCtx, _LocalGradients,
-    _SummedGradients, _chunk_shard, _floor_shard, _pad_ones, _row_all_gather, _row_bias_everywhere,
+    _AllReducedGradients, _GathersTwiceInForward, _KeepsWeights, _KeepsWeightsOnCtx, _LocalGradients, _NeverGathersInBackward,
+    _SummedGradients, _chunk_shard, _floor_shard, _pad_ones, _row_all_gather, _row_bias_detached, _row_bias_everywhere,
     _row_bias_rank0, _row_bias_split, _row_no_reduce, _whole_padded, _zero_step_allreduce,
     _zero_step_gather_gradients, _zero_step_no_gather, _zero_step_summed,
 )
@@ -93,7 +93,7 @@ q_zero3_layer = CustomExercise(
              "        return grad_y @ w, reduce_scatter_mean(flatten(grad_y.T @ x, grad_y.sum(0))), None",
     correct_example=Zero3LinearFn,
     wrong_examples=[_KeepsWeights, _LocalGradients, _SummedGradients, _GathersTwiceInForward, _KeepsWeightsOnCtx,
-                    _AllReducedGradients],
+                    _AllReducedGradients, _NeverGathersInBackward],
     expects="a torch.autograd.Function class",
     **_LIVE,
 )
@@ -129,7 +129,8 @@ q_row_parallel = CustomExercise(
              "def my_row_parallel(h_shard, w2_shard, b2):\n"
              "    return g.apply(h_shard @ w2_shard.T) + b2",
     correct_example=row_parallel,
-    wrong_examples=[_row_all_gather, _row_bias_everywhere, _row_no_reduce, _row_bias_split, _row_bias_rank0],
+    wrong_examples=[_row_all_gather, _row_bias_detached, _row_bias_everywhere, _row_no_reduce, _row_bias_split, _row_bias_rank0,
+                    _row_bias_detached],
     expects="a function",
     **_LIVE,
 )
