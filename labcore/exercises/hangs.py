@@ -23,11 +23,11 @@ Who hangs the all_reduce?: correct!
 """
 from __future__ import annotations
 
-import numbers
 import random
 import re
 from dataclasses import dataclass, field
 
+from labcore.exercises.answers import as_items, as_text, safe_repr, whole_number
 from labcore.exercises.core import Exercise, Incorrect, NotAttempted, _is_blank
 
 __all__ = ["CAUSES", "Mystery", "q_shapes", "q_skip", "q_straggler"]
@@ -120,18 +120,20 @@ class _Diagnosis(Exercise):
     def _parse(self, answer):
         if _is_blank(answer):
             raise NotAttempted()
-        if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-            raise Incorrect(f"answer with a pair (rank, cause), e.g. (1, 'wrong order'); got {answer!r}.")
-        rank, cause = answer
+        items = as_items(answer) if issubclass(type(answer), (tuple, list)) else None
+        if items is None or len(items) != 2:
+            raise Incorrect(f"answer with a pair (rank, cause), e.g. (1, 'wrong order'); got {safe_repr(answer)}.")
+        rank, cause = items
         if _is_blank(rank) or _is_blank(cause):
             raise NotAttempted()
-        name = " ".join(cause.strip().lower().replace("_", " ").split()) if isinstance(cause, str) else cause
+        text = as_text(cause)
+        name = None if text is None else " ".join(text.strip().lower().replace("_", " ").split())
         if name not in CAUSES:
-            raise Incorrect(f"the cause must be one of {', '.join(repr(c) for c in CAUSES)}; got {cause!r}.")
-        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, numbers.Real)
-                                 or not float(rank).is_integer()):
-            raise Incorrect(f"the rank must be a whole number (or None if no rank has a bug); got {rank!r}.")
-        return (None if rank is None else int(rank)), name
+            raise Incorrect(f"the cause must be one of {', '.join(repr(c) for c in CAUSES)}; got {safe_repr(cause)}.")
+        whole = None if rank is None else whole_number(rank)
+        if rank is not None and whole is None:
+            raise Incorrect(f"the rank must be a whole number (or None if no rank has a bug); got {safe_repr(rank)}.")
+        return whole, name
 
     def _check(self, answer, **context):
         rank, cause = self._parse(answer)

@@ -189,3 +189,67 @@ def _launch_waits_on_future(bucket):
     import torch.distributed as dist
 
     return dist.all_reduce(bucket, async_op=True).get_future().wait()          # the future's value, after waiting
+
+
+# -- answers that only work on the notebook's 4 ranks, or with another closing rule than the prompt's -----
+def _divide_by_four(model):
+    import torch.distributed as dist
+
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= 4                                       # the notebook's rank count, built in
+
+
+def _one_flat_all_reduce(model):
+    import torch.distributed as dist
+
+    bucket = list(model.parameters())                      # right values, but one all-reduce for everything
+    flat = _cat_grads(bucket)
+    dist.all_reduce(flat)
+    flat /= dist.get_world_size()
+    _copy_back(flat, bucket)
+
+
+def _buckets_divide_by_four(model, bucket_bytes):
+    import torch.distributed as dist
+
+    for bucket in buckets_of(model.parameters(), bucket_bytes):
+        flat = _cat_grads(bucket)
+        dist.all_reduce(flat)
+        flat /= 4
+        _copy_back(flat, bucket)
+
+
+def _buckets_closed_past_cap(model, bucket_bytes):
+    bucket, size = [], 0
+    for p in reversed(list(model.parameters())):
+        bucket.append(p)
+        size += p.numel() * p.element_size()
+        if size > bucket_bytes:                             # "> cap": a bucket exactly bucket_bytes stays open
+            _allreduce_bucket(bucket)
+            bucket, size = [], 0
+    if bucket:
+        _allreduce_bucket(bucket)
+
+
+def _buckets_never_over_cap(model, bucket_bytes):
+    bucket, size = [], 0
+    for p in reversed(list(model.parameters())):
+        nbytes = p.numel() * p.element_size()
+        if bucket and size + nbytes > bucket_bytes:         # closed before the gradient that would not fit
+            _allreduce_bucket(bucket)
+            bucket, size = [], 0
+        bucket.append(p)
+        size += nbytes
+    _allreduce_bucket(bucket)
+
+
+def _finish_divide_by_four(handle, bucket):
+    handle.wait()
+    bucket /= 4
+
+
+def _accumulate_halves(ddp, micro_batches):
+    for i, (x, y) in enumerate(micro_batches):
+        with (contextlib.nullcontext() if i == len(micro_batches) - 1 else ddp.no_sync()):
+            (loss_fn(ddp(x), y) / 2).backward()             # the notebook's 2 micro-batches, built in

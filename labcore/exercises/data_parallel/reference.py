@@ -18,6 +18,7 @@ Example (on a rank)
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from typing import Callable
 
@@ -324,6 +325,7 @@ def ddp_train(bucket_bytes: int, steps: int = 4, warmup: int = 2, dims=DIMS, dty
     return recorded_loop(f"DDP, {bucket_bytes} B buckets", one_step, steps, first=warmup, **batch)
 
 
+@functools.lru_cache(maxsize=64)      # the checks compare many answers with the same few trainings
 def reference_params(world_size: int, steps: int = CHECK_STEPS, lr: float = LR, dims=DIMS,
                      per_rank: int = PER_RANK, variant: str = "correct") -> list:
     """Single-process training of ``world_size`` replicas, for every rank: the right answer, or a

@@ -4,26 +4,30 @@ from __future__ import annotations
 
 import numpy as np
 
+from labcore.exercises.answers import safe_repr, safe_str, type_name, whole_number
 from labcore.exercises.core import Incorrect, NotAttempted, _is_blank
-from labcore.exercises.ring.reference import ring_convention, simulate_steps
+from labcore.exercises.live import LIMIT_S, on_every_size, warm_up
+from labcore.exercises.ring.reference import ring_all_reduce, ring_convention, simulate_steps
+from labcore.exercises.timing import learner_code
 
 
 def _chunk_sent(answer, rank: int, step: int, ranks: int) -> int:
     case = f"rank={rank}, step={step}, ranks={ranks}"
     try:
-        chunk = answer(rank, step, ranks)
+        answer_chunk = learner_code(answer, rank, step, ranks)
     except NotImplementedError:
         raise NotAttempted()
     except Exception as err:
-        raise Incorrect(f"For {case} your function raised {type(err).__name__}: {err}")
-    if _is_blank(chunk):
+        raise Incorrect(f"For {case} your function raised {type_name(err)}: {safe_str(err)}")
+    if _is_blank(answer_chunk):
         raise NotAttempted()
-    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer, float, np.floating)) or chunk != int(chunk):
-        raise Incorrect(f"For {case} you return {chunk!r}; return the chunk's number, an int.")
+    chunk = whole_number(answer_chunk)
+    if chunk is None:
+        raise Incorrect(f"For {case} you return {safe_repr(answer_chunk)}; return the chunk's number, an int.")
     if not 0 <= chunk < ranks:
-        raise Incorrect(f"For {case} you return {int(chunk)}, which is not a chunk: the {ranks} chunks are "
+        raise Incorrect(f"For {case} you return {chunk}, which is not a chunk: the {ranks} chunks are "
                         f"numbered 0 to {ranks - 1} (% ranks wraps a number round the ring).")
-    return int(chunk)
+    return chunk
 
 
 def _check_send_chunk(answer) -> str:
@@ -206,25 +210,47 @@ def _ring_on_rank(fn, numel: int, seed: int):
             "nbytes": x.numel() * x.element_size(), "element": x.element_size()}
 
 
-def _check_live(answer, cluster=None, world_size: int = 4, elements_per_rank: int = 24,
-                timeout: float = 30.0) -> str:
-    import labcore as lc
-    from labcore.live.errors import ClusterError, CollectiveTimeout, RankError
+# buffer lengths on the other world sizes: none divides by its rank count (on 5 ranks torch.chunk would
+# make 3 chunks of 2, not 5)
+ODD_LENGTHS = {3: 25, 5: 6}
 
+
+def _check_live(answer, cluster=None, world_size: int = 4, elements_per_rank: int = 24,
+                timeout: float = LIMIT_S) -> str:
     if not callable(answer):
         raise Incorrect("pass your function, e.g. q_ring_live.check(my_ring_all_reduce, cluster=cl).")
     n = world_size if cluster is None else cluster.world_size
     if n < 3:
         raise Incorrect(f"on {n} ranks a ring cannot be told from other ways to sum: check on 3 or more ranks "
-                        "(a cluster with world_size >= 3, or none: the check then starts 4 ranks).")
-    own = cluster is None
-    cl = lc.Cluster(world_size, show_output=False) if own else cluster
+                        "(a cluster with world_size >= 3, or none: the check then uses 4 ranks).")
+    done = []
+
+    def check_one(cl):
+        numel = ODD_LENGTHS.get(cl.world_size, 2 * cl.world_size + 1) if done else elements_per_rank
+        done.append(cl.world_size)
+        try:
+            return _ring_on(cl, answer, numel, timeout)
+        except Incorrect as wrong:
+            if not done[1:]:
+                raise
+            raise Incorrect(f"with a buffer of {numel} elements: {wrong}") from None
+
+    remarks = list(on_every_size(cluster, world_size, check_one))
+    others = [f"{m} ranks ({ODD_LENGTHS.get(m, 2 * m + 1)} elements)" for m, _ in remarks[1:]]
+    return remarks[0][1] + (f" The same on {' and on '.join(others)}." if others else "")
+
+
+def _ring_on(cl, answer, numel: int, timeout: float) -> str:
+    from labcore.live.errors import ClusterError, CollectiveTimeout, RankError
+
+    n = cl.world_size
+    warm_up(cl, _ring_on_rank, ring_all_reduce, numel, 7)
     try:
-        results = cl.call(_ring_on_rank, args=(answer, elements_per_rank, 7), timeout=timeout)
+        results = cl.call(_ring_on_rank, args=(answer, numel, 7), timeout=timeout)
     except CollectiveTimeout as err:
-        raise Incorrect(f"it did not finish within {timeout:g} s, so some rank waits for a message that "
-                        "never comes (if every rank does a blocking send first, all of them wait: use "
-                        f"isend/irecv). The hang report:\n{err}")
+        raise Incorrect(f"it did not finish within {timeout:g} s (the check's own set-up is not counted), so some "
+                        "rank waits for a message that never comes (if every rank does a blocking send first, all "
+                        f"of them wait: use isend/irecv), or your code never ends. The hang report:\n{err}")
     except RankError as err:
         refused = [(r, msg) for r, (name, msg, _) in err.errors.items() if name == CollectiveSwitchedOff.__name__]
         if refused:
@@ -232,9 +258,6 @@ def _check_live(answer, cluster=None, world_size: int = 4, elements_per_rank: in
         raise Incorrect(f"a rank raised while running it:\n{_last_lines(str(err))}")
     except ClusterError as err:
         raise Incorrect(f"a rank failed while running it:\n{_last_lines(str(err))}")
-    finally:
-        if own:
-            cl.close()
     if any(r is None for r in results):
         raise NotAttempted()
     _check_neighbours(results)

@@ -10,8 +10,9 @@ the mistakes each is tested with.
 from __future__ import annotations
 
 from labcore.exercises.core import CustomExercise, FunctionExercise, ValueExercise, close_number
+from labcore.exercises.live import LiveExercise
 from labcore.exercises.ring.mistakes import (
-    _reduce_scatter_only, _uses_all_reduce,
+    _reduce_scatter_only, _ring_even_chunks, _ring_for_four_ranks, _ring_torch_chunk, _uses_all_reduce,
 )
 from labcore.exercises.ring.checks import _check_live, _check_schedule, _check_send_chunk
 from labcore.exercises.ring.reference import _busbw, ring_all_reduce, ring_steps
@@ -85,14 +86,16 @@ q_ring_schedule = CustomExercise(
 )
 
 
-q_ring_live = CustomExercise(
+q_ring_live = LiveExercise(
     "Ring all-reduce, live",
     "Write my_ring_all_reduce(tensor) that runs on every rank and sums `tensor` over all ranks "
     "using only dist.send/dist.recv or dist.isend/dist.irecv between ring neighbours (reduce-scatter, "
     "then all-gather), in place or returning the result. Check it with "
     "q_ring_live.check(my_ring_all_reduce, cluster=cl): every rank compares your result with "
     "dist.all_reduce on the same input, every collective is switched off while your code runs, and "
-    "the check records what each rank sends to whom.",
+    "the check records what each rank sends to whom; it runs on the cluster's ranks, then on 3 and 5 ranks "
+    "with buffers that do not divide by the rank count. Your code may take 30 s on the ranks (the check's own "
+    "set-up is not counted); a deadlock is reported then.",
     checker=_check_live,
     hints=["Split the flat tensor into world_size chunks: torch.tensor_split(tensor.view(-1), n).",
            "Post the send and the receive together (isend + irecv, then wait on both): if every rank "
@@ -104,7 +107,7 @@ q_ring_live = CustomExercise(
              "def my_ring_all_reduce(tensor):\n"
              "    return ring_all_reduce(tensor)",
     correct_example=ring_all_reduce,
-    wrong_examples=[_reduce_scatter_only, _uses_all_reduce],
+    wrong_examples=[_reduce_scatter_only, _uses_all_reduce, _ring_for_four_ranks, _ring_even_chunks, _ring_torch_chunk],
 )
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-import numpy as np
-
+from labcore.exercises.answers import as_items, as_number, as_text, safe_repr
 from labcore.exercises.core import Incorrect, NotAttempted, _is_blank
+from labcore.exercises.timing import learner_code
 
 __all__ = ["ring_all_reduce", "ring_steps", "simulate_steps", "ring_convention"]
 
@@ -118,7 +118,7 @@ def simulate_steps(steps_fn: Callable[[int], list], ranks: int, nbytes: float = 
     """
     import labcore.sim as sim
 
-    steps = steps_fn(ranks)
+    steps = learner_code(steps_fn, ranks)
     if _is_blank(steps):
         raise NotAttempted()
     steps = [[_transfer(t, k) for t in _as_list(step, k)] for k, step in enumerate(_as_list(steps, None))]
@@ -128,25 +128,27 @@ def simulate_steps(steps_fn: Callable[[int], list], ranks: int, nbytes: float = 
 
 
 def _as_list(x, step):
-    try:
-        return list(x)
-    except TypeError:
-        where = "" if step is None else f" (step {step} is {x!r})"
+    items = as_items(x)
+    if items is None:
+        where = "" if step is None else f" (step {step} is {safe_repr(x)})"
         raise Incorrect(f"return a list of steps, each a list of (src, dst, chunk, op) tuples{where}.")
+    return items
 
 
 def _transfer(t, step: int):
     """(src, dst, chunk, op) -> a simulator Transfer of one chunk."""
     import labcore.sim as sim
 
-    if isinstance(t, sim.Transfer):
+    if type(t) is sim.Transfer:
         return t
-    if not (isinstance(t, (tuple, list)) and len(t) == 4 and t[3] in ("reduce", "copy")
-            and all(isinstance(v, (int, np.integer)) for v in t[:3])):
-        raise Incorrect(f"step {step}: {t!r} is not a transfer; write (src, dst, chunk, op) with three "
-                        "ints and op 'reduce' or 'copy'.")
-    src, dst, chunk, op = t
-    return sim.Transfer(int(src), int(dst), int(chunk), op=op)
+    items = as_items(t) if issubclass(type(t), (tuple, list)) else None
+    if items is not None and len(items) == 4:
+        ints = [as_number(v) for v in items[:3]]
+        op = as_text(items[3])
+        if all(type(v) is int for v in ints) and op in ("reduce", "copy"):
+            return sim.Transfer(*ints, op=op)
+    raise Incorrect(f"step {step}: {safe_repr(t)} is not a transfer; write (src, dst, chunk, op) with three "
+                    "ints and op 'reduce' or 'copy'.")
 
 
 # -- (5) busbw from a measured time ---------------------------------------------------------

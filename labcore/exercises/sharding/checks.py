@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import math
 
+from labcore.exercises.answers import as_tensor
 from labcore.exercises.core import Incorrect, NotAttempted, _is_blank
-from labcore.exercises.data_parallel.checks import _run_check
+from labcore.exercises.timing import learner_code
+from labcore.exercises.data_parallel.checks import _on_every_size, _run_check
 from labcore.exercises.data_parallel.reference import CHECK_STEPS, _flat, local_batch, loss_fn, make_model
+from labcore.exercises.live import LIMIT_S
+from labcore.exercises.ring.checks import _COLLECTIVE_NAMES
 from labcore.exercises.sharding.reference import (
-    _adam, _adam_steps, _StepWith, _zero3_full, _zero3_model, adam_reference, padded_numel, shard_of, tp_mlp,
+    Zero3LinearFn, _adam, _adam_steps, _StepWith, _zero3_full, _zero3_model, _zero_step, adam_reference,
+    padded_numel, row_parallel, shard_of, tp_mlp,
 )
 
 
@@ -25,6 +30,13 @@ def _against_adam(params: list, world_size: int) -> None:
             raise Incorrect(f"rank {rank}'s parameters are close to unsharded Adam's but not equal: its shards "
                             "stepped with the sum of the ranks' gradients, not their mean. (Adam divides by the "
                             "gradients' size, which hides a constant factor almost, but not quite, entirely.)")
+        counts = ({k for k in range(2, 9)} | {world_size - 1}) - {0, 1, world_size}
+        if any(torch.allclose(got, adam_reference(world_size, grad_scale=world_size / k), rtol=1e-9, atol=1e-12)
+               for k in sorted(counts)):
+            raise Incorrect(f"rank {rank}'s parameters are close to unsharded Adam's but not equal: its shards "
+                            "stepped with the sum of the ranks' gradients divided by something other than the "
+                            "number of ranks whose gradients it adds up. (Adam divides by the gradients' size, "
+                            "which hides a constant factor almost, but not quite, entirely.)")
         raise Incorrect(f"rank {rank}'s parameters after {CHECK_STEPS} steps differ from unsharded Adam on the "
                         f"whole batch by up to {float((got - want).abs().max()):.3g}.")
 
@@ -39,15 +51,15 @@ def _check_padding(answer):
     for numel, n in ((12, 4), (10, 4), (7, 3), (5, 8)):
         flat = torch.arange(1.0, numel + 1)
         try:
-            shards = [answer(flat.clone(), r, n) for r in range(n)]
+            shards = [learner_code(answer, flat.clone(), r, n) for r in range(n)]
         except NotImplementedError:
             raise NotAttempted()
         if any(_is_blank(s) for s in shards):
             raise NotAttempted()
-        try:
-            shards = [torch.as_tensor(s).reshape(-1) for s in shards]
-        except Exception:
+        shards = [as_tensor(s) for s in shards]
+        if any(s is None for s in shards):
             raise Incorrect("return a tensor: this rank's shard.")
+        shards = [s.reshape(-1).to(flat.dtype) for s in shards]
         sizes = [s.numel() for s in shards]
         if len(set(sizes)) > 1:
             raise Incorrect(f"for {numel} elements on {n} ranks your shards have sizes {sizes}: "
@@ -82,10 +94,15 @@ def _sharded_step_on_rank(step_fn):
     return _flat(model), rec.collectives().groupby("op")["bytes"].sum().to_dict()
 
 
-def _check_sharded_step(answer, cluster=None, world_size: int = 4, timeout: float = 30.0):
+def _check_sharded_step(answer, cluster=None, world_size: int = 4, timeout: float = LIMIT_S):
     if not callable(answer):
         raise Incorrect("pass your function, e.g. q_sharded_step.check(zero_step, cluster=cl).")
-    results = _run_check(cluster, world_size, _sharded_step_on_rank, answer, timeout=timeout)
+    return _on_every_size(cluster, world_size, lambda cl: _sharded_step_on(cl, answer, timeout))
+
+
+def _sharded_step_on(cl, answer, timeout: float) -> str:
+    world_size = cl.world_size
+    results = _run_check(cl, _sharded_step_on_rank, answer, reference=_zero_step, timeout=timeout)
     ops = results[0][1]
     if "all_reduce" in ops:
         raise Incorrect(f"the recorder counted all-reduces ({ops['all_reduce']} bytes over {CHECK_STEPS} steps) "
@@ -188,15 +205,29 @@ def _zero3_on_rank(fn):
                 all_reduces=int((first["op"] == "all_reduce").sum()), kept=kept, gathered_apart=gathered_apart)
 
 
-def _check_zero3(answer, cluster=None, world_size: int = 4, timeout: float = 30.0):
-    import torch
-
-    if not (isinstance(answer, type) and hasattr(answer, "forward") and hasattr(answer, "backward")):
+def _check_zero3(answer, cluster=None, world_size: int = 4, timeout: float = LIMIT_S):
+    if not (issubclass(type(answer), type) and learner_code(hasattr, answer, "forward")
+            and learner_code(hasattr, answer, "backward")):
         raise Incorrect("pass your class with forward and backward, e.g. "
                         "q_zero3_layer.check(MyZero3Linear, cluster=cl).")
-    results = _run_check(cluster, world_size, _zero3_on_rank, answer, timeout=timeout)
+    return _on_every_size(cluster, world_size, lambda cl: _zero3_on(cl, answer, timeout))
+
+
+def _zero3_bytes(world_size: int) -> int:
+    """Bytes of one gather of every ZeRO-3 layer: each layer's flat weight and bias, padded to the ranks."""
+    import torch
+
+    return sum(padded_numel(m.weight.numel() + m.bias.numel(), world_size) * m.weight.element_size()
+               for m in make_model() if isinstance(m, torch.nn.Linear))
+
+
+def _zero3_on(cl, answer, timeout: float) -> str:
+    import torch
+
+    world_size = cl.world_size
+    results = _run_check(cl, _zero3_on_rank, answer, reference=Zero3LinearFn, timeout=timeout)
     layers = sum(1 for m in make_model() if isinstance(m, torch.nn.Linear))
-    psi_bytes = sum(padded_numel(p.numel(), world_size) * p.element_size() for p in make_model().parameters())
+    psi_bytes = _zero3_bytes(world_size)
     r0 = results[0]
     calls, gathered = r0["gathers"], r0["gathered"]
     kept = next((r["kept"] for r in results if r["kept"]), [])
@@ -228,37 +259,28 @@ def _check_zero3(answer, cluster=None, world_size: int = 4, timeout: float = 30.
             "unsharded Adam.")
 
 
-# (4) how much does stage 3 move?
-def _check_zero3_volume(answer):
-    if isinstance(answer, (str, bytes, bool)):
-        raise Incorrect(f"answer with a number (the volume in units of Ψ), not {type(answer).__name__} {answer!r}.")
-    try:
-        value = float(answer)
-    except (TypeError, ValueError):
-        raise Incorrect(f"answer with a number (the volume in units of Ψ), not {type(answer).__name__} {answer!r}.")
-    if not math.isfinite(value):
-        raise Incorrect("answer with a finite number of Ψ.")
-    if math.isclose(value, 3):
-        return None
-    messages = {2: "2Ψ is what stages 1 and 2 move (reduce-scatter the gradients, all-gather the parameters). "
-                   "Stage 3 frees the parameters after each layer's forward: what does backward need first?",
-                1: "that counts a single collective; a ZeRO-3 step needs the parameters in forward, again in "
-                   "backward, and the gradients reduced.",
-                4: "the gradients are reduce-scattered once, not all-reduced."}
-    for v, message in messages.items():
-        if math.isclose(value, v):
-            raise Incorrect(message)
-    raise Incorrect("that is not the volume of a ZeRO-3 step. List its collectives: what is gathered in forward, "
-                    "in backward, and what happens to the gradients.")
-
-
 # (5) row-parallel layer: all-reduce, not all-gather
-def _check_row_parallel(answer, cluster=None, world_size: int = 4, timeout: float = 30.0):
-    import torch
-
+def _check_row_parallel(answer, cluster=None, world_size: int = 4, timeout: float = LIMIT_S):
     if not callable(answer):
         raise Incorrect("pass your function, e.g. q_row_parallel.check(my_row_parallel, cluster=cl).")
-    results = _run_check(cluster, world_size, tp_mlp, answer, timeout=timeout)
+    return _on_every_size(cluster, world_size, lambda cl: _row_parallel_on(cl, answer, timeout))
+
+
+def _row_parallel_on(cl, answer, timeout: float) -> str:
+    import torch
+
+    world_size = cl.world_size
+    results = _run_check(cl, _row_parallel_on_rank, answer, reference=row_parallel, timeout=timeout)
+    untracked = next(((rank, r["untracked"]) for rank, r in enumerate(results) if r["untracked"]), None)
+    if untracked:
+        rank, ops = untracked
+        name = _COLLECTIVE_NAMES.get(ops[0], ops[0])
+        raise Incorrect(f"rank {rank} called {name} on a tensor that needs a gradient, outside any autograd "
+                        "Function: autograd never sees a plain dist collective, so backward treats the tensor as if "
+                        "nothing had happened to it (torch warns 'an autograd kernel was not registered'). The "
+                        "gradients come out right here only because g's backward is the identity; the same pattern "
+                        "in f, whose backward must all-reduce, silently leaves each rank with its own gradient. "
+                        "Wrap the collective in an autograd Function whose backward says what its gradient is.")
     r0 = results[0]
     y, ref = r0["y"], r0["y_ref"]
     ops = set(r0["recording"].collectives()["op"])      # forward and backward together
@@ -301,6 +323,37 @@ def _check_row_parallel(answer, cluster=None, world_size: int = 4, timeout: floa
         raise Incorrect(f"the output is right but rank {rank}'s gradient of b2 differs from the unsharded MLP's by "
                         f"up to {float((got - want).abs().max()):.3g}.")
     return "Outputs and gradients (b2's too) match the unsharded MLP on every rank."
+
+
+# c10d's dispatcher namespaces; _c10d_functional_autograd's ops carry their own backward
+_C10D = ("c10d", "_c10d_functional", "c10d_functional")
+
+
+def _row_parallel_on_rank(row):
+    """On every rank: :func:`tp_mlp` with the learner's ``row``, noting each collective it issues on a
+    tensor that needs a gradient while grad mode is on: one autograd cannot see (inside an autograd
+    Function's forward grad mode is off)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    untracked = []
+
+    class Untracked(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.namespace in _C10D and torch.is_grad_enabled():
+                tensors = [t for a in args for t in (a if isinstance(a, (list, tuple)) else [a])
+                           if isinstance(t, torch.Tensor)]
+                if any(t.requires_grad for t in tensors):
+                    untracked.append(func.name().split("::")[-1])
+            return func(*args, **(kwargs or {}))
+
+    def watched(h_shard, w2_shard, b2):
+        with Untracked():
+            return row(h_shard, w2_shard, b2)
+
+    out = tp_mlp(row=watched)
+    out["untracked"] = untracked
+    return out
 
 
 def _bias():
