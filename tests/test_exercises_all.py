@@ -4,13 +4,16 @@ the ranks, with the message each mistake must get)."""
 import importlib
 import os
 import pkgutil
+import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import labcore.exercises as package
-from labcore.exercises import Exercise
+from labcore.exercises import Exercise, ValueExercise
+from labcore.exercises.answers import safe_repr
 from labcore.exercises import data_parallel as dp
 from labcore.exercises import ring
 from labcore.exercises import sharding as sh
@@ -22,13 +25,14 @@ from labcore.live import magic
 
 
 def all_exercises():
-    found = []
+    found, seen = [], set()
     for info in pkgutil.iter_modules(package.__path__):
         if info.name == "core":
             continue
         module = importlib.import_module(f"labcore.exercises.{info.name}")
         for name, obj in vars(module).items():
-            if isinstance(obj, Exercise):
+            if isinstance(obj, Exercise) and id(obj) not in seen:      # a question under two names counts once
+                seen.add(id(obj))
                 found.append(pytest.param(obj, id=f"{info.name}.{name}"))
     return found
 
@@ -405,3 +409,94 @@ def test_a_raising_repr_is_named_not_raised():
 
     result = q_all_reduce.evaluate(RaisingRepr())
     assert result.status == "incorrect" and "whose repr raised ValueError" in result.message, result.message
+
+
+# -- feedback gives nothing away: no wrong answer's message holds the right one, or narrows a small choice ----
+def _numbers(value) -> list[str]:
+    """How a right number could appear in a message (small whole numbers are too common to look for)."""
+    v = float(value)
+    if v == int(v):
+        return [] if abs(v) < 3 else [rf"(?<![\w.^]){int(v)}(?![\w^]|\.\d)", f"{int(v):,}"]
+    return [rf"(?<![\d.]){re.escape(f'{v:{f}}')}(?!\d)" for f in (".4g", ".3g")] + (
+        [rf"(?<![\d.]){round(v)}(?![\d.])"] if abs(v) >= 100 else [])
+
+
+def _spellings(text: str) -> list[str]:
+    words = text.lower().replace("-", "_").replace(" ", "_")
+    return [re.escape(words.replace("_", sep)) for sep in ("_", " ", "-")]
+
+
+def _right(q, wrong=None) -> list[str]:
+    """Patterns (regular expressions, case-insensitive) that would give ``q``'s right answer away to one who
+    answered ``wrong`` (what the learner named themselves is no news to them)."""
+    right = q.expected_value() if isinstance(q, ValueExercise) else q.correct_example
+    if isinstance(right, str):
+        return _spellings(right) + (["tree"] if right == "double_tree" else [])
+    if isinstance(right, (int, float, np.number)) and not isinstance(right, bool):
+        return _numbers(right)
+    if isinstance(right, tuple) and len(right) == 2 and isinstance(right[1], str):          # (rank, cause)
+        mine = wrong if isinstance(wrong, tuple) and len(wrong) == 2 else (object(), object())
+        return ((_spellings(right[1]) if mine[1] != right[1] else [])
+                + ([rf"rank {right[0]}\b"] if right[0] is not None and mine[0] != right[0] else []))
+    if isinstance(right, tuple) and all(isinstance(v, int) for v in right):                # a hop
+        a, b = right
+        return [rf"\b{a} ?-> ?{b}\b", rf"\({a}, {b}\)"]
+    if isinstance(right, tuple):
+        return [p for v in right for p in _numbers(v)]
+    return []
+
+
+SMALL_CHOICES = {          # questions of a few options: a wrong answer's message names no other option
+    "8 KiB on 64 nodes": ["ring", "hierarch", "tree"],
+    "Slowest hop": [rf"\b{a} ?-> ?{b}\b|\({a}, {b}\)" for a, b in ((14, 13), (12, 4), (15, 13), (11, 9))],
+}
+
+
+def _wrong_answers():
+    for param in EXERCISES:
+        q = param.values[0]
+        if q.title in LIVE or not _right(q) and q.title not in SMALL_CHOICES:
+            continue
+        for i, wrong in enumerate(q.wrong_examples):
+            yield pytest.param(q, wrong, id=f"{param.id}-wrong{i}")
+
+
+@pytest.mark.parametrize("exercise, wrong", list(_wrong_answers()))
+def test_no_feedback_gives_the_answer_away(exercise, wrong):
+    from labcore.exercises.nccl import CANDIDATES
+
+    # what the learner gave is theirs to see again, and so is the question's own list of options
+    message = exercise.evaluate(wrong).message.lower().replace(str(list(CANDIDATES)), "")
+    mine = safe_repr(wrong).lower()
+    for pattern in _right(exercise, wrong):
+        if not re.search(pattern, mine, flags=re.I):
+            assert not re.search(pattern, message, flags=re.I), (pattern, message)
+    options = SMALL_CHOICES.get(exercise.title, [])
+    if any(re.search(pattern, mine, flags=re.I) for pattern in options):     # one of the options, and wrong
+        for pattern in options:
+            if not re.search(pattern, mine, flags=re.I):                      # another option than the learner's own
+                assert not re.search(pattern, message, flags=re.I), (pattern, message)
+
+
+def test_the_right_transport_of_a_hop_is_not_named_for_it():
+    from labcore.exercises.nccl import q_p2p_disable, q_transports
+
+    for q in (q_transports, q_p2p_disable):
+        for wrong in q.wrong_examples:
+            if not isinstance(wrong, dict):
+                continue
+            message = q.evaluate(wrong).message
+            named = [w for w in ("P2P", "SHM", "NET") if w in message]
+            right = {hop: v for hop, v in q.correct_example.items() if wrong.get(hop) != v}
+            assert not set(named) & set(right.values()) - set(wrong.values()), (wrong, message)
+
+
+def test_the_hang_clinics_questions_do_not_name_their_cause():
+    from labcore.exercises import hangs
+
+    for name in ("q_case_1", "q_case_2", "q_case_3"):
+        q = getattr(hangs, name)
+        for text in (name, q.title, q.prompt):
+            for cause in hangs.CAUSES:
+                assert not any(re.search(s, text, flags=re.I) for s in _spellings(cause) if cause != "straggler"), text
+        assert "straggler" not in q.title.lower() and "shape" not in q.title.lower()

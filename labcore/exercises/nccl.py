@@ -126,8 +126,8 @@ def _check_transports(answer):
         if same and value == "NET":
             raise Incorrect(f"ranks {src} and {dst} share the host {_host(log, src)}; NCCL uses the network "
                             "inside a node only when nothing faster works. Read the 'via' of that hop's line.")
-        raise Incorrect(f"hop {src} -> {dst}: read the 'via ...' part of its 'Channel' lines again "
-                        "(SHM is host memory, used inside a node only when P2P is not possible).")
+        raise Incorrect(f"hop {src} -> {dst} is not {value}: read the 'via ...' part of its 'Channel' lines "
+                        "again.")
     return None
 
 
@@ -161,8 +161,8 @@ def _check_slowest(answer):
     kind = log.transport(*hop)
     if kind == "NET":
         return None
-    raise Incorrect(f"hop {hop[0]} -> {hop[1]} stays inside one node ({kind}, over NVLink): at hundreds of GB/s "
-                    "it is not what holds a ring back. Which of the hops leaves the node?")
+    raise Incorrect(f"hop {hop[0]} -> {hop[1]} is not the slowest of the four: look up each candidate's "
+                    "transport in the log (log.transport(src, dst)) and compare what each transport moves a second.")
 
 
 q_slowest_hop = CustomExercise(
@@ -183,8 +183,8 @@ def _check_p2p_disable(answer):
     if got[1, 0] == "P2P":
         raise Incorrect("NCCL_P2P_DISABLE=1 switches the P2P transport off, so 1 -> 0 cannot stay on P2P.")
     if got[1, 0] == "NET":
-        raise Incorrect("NCCL tries its transports in order (P2P, then SHM, then NET): inside a node the next "
-                        "one after P2P is not the network, unless NCCL_SHM_DISABLE=1 is set too.")
+        raise Incorrect("inside a node NCCL uses the network only when no transport that stays in the machine can "
+                        "connect the two GPUs; NCCL_P2P_DISABLE switches one of those off, not all of them.")
     if got[1, 3] != "NET":
         raise Incorrect("1 -> 3 crosses from one host to the other: host shared memory cannot reach another "
                         "machine, and the setting does not touch the network.")
@@ -218,7 +218,7 @@ def _check_payload(answer):
     if close(ll, 120 / 128) and close(ll128, 0.5):
         raise Incorrect("you have the two the wrong way round.")
     if ll > 1 or ll128 > 1:
-        raise Incorrect("a share is a fraction between 0 and 1 (50% is 0.5), not a percentage.")
+        raise Incorrect("a share is a fraction between 0 and 1 (25% is 0.25), not a percentage.")
     if math.isclose(ll, 1.0):
         raise Incorrect("LL is not 100% efficient: its lines carry flags as well as data. Count how many of "
                         "the 16 bytes of one LL line are flags.")

@@ -148,7 +148,8 @@ q_nic_per_gpu = ValueExercise(
               (lambda busbw, nodes, gpus_per_node: busbw * (nodes - 1) / (gpus_per_node - 1),
                "n is not the GPUs per node: busbw's 2(n-1)/n counts the ranks of the whole all-reduce."),
               (lambda busbw, nodes, gpus_per_node: busbw * (nodes - 1) / (nodes * gpus_per_node),
-               "Nearly: busbw's factor is 2(n-1)/n, so it is n-1 that ends up in the denominator, not n.")],
+               "Close, but one factor of your formula is off. Write the NIC's bytes per second and busbw's "
+               "definition out in full, with every factor, and divide one by the other before simplifying.")],
     hints=["Each GPU sends 2(k-1)/k x S/g over its NIC (hierarchically), with k nodes and g GPUs per node.",
            "busbw = S/t x 2(n-1)/n with n GPUs in all: divide the NIC bytes per second by it."],
     solution="380 x (4-1)/(32-1) = 36.8 GB/s per GPU's NIC: k = nodes, n = all GPUs. (2(k-1)/k x S/g)/t "
@@ -180,10 +181,10 @@ def _small_message(answer) -> None:
     if name == fastest_small_message():
         return None
     if name == "ring":
-        raise Incorrect("the flat ring takes 2(n-1) = 1022 steps on 512 GPUs, and each step pays a latency; "
-                        "at 8 KiB the bytes are almost free. Simulate the three and compare time_s.")
-    raise Incorrect("the hierarchical algorithm still runs rings whose steps grow with the node count; "
-                    "simulate the three and compare time_s.")
+        raise Incorrect("not the fastest here: the flat ring takes 2(n-1) = 1022 steps on 512 GPUs, each paying a "
+                        "latency, and at 8 KiB that is nearly all of its time. Simulate the three and compare time_s.")
+    raise Incorrect("not the fastest here: count the steps on the hierarchical algorithm's longest path (inside "
+                    "the nodes and across them), each paying a latency, or simulate the three and compare time_s.")
 
 
 q_small_message = CustomExercise(
