@@ -107,7 +107,8 @@ _NAMES = {
     "gather": "gather collects every rank's tensor on one rank; nothing is added up.",
     "broadcast": "broadcast copies one rank's tensor to every rank; nothing is added up.",
     "all_to_all": "all_to_all sends a different piece to every rank, but nothing is added up.",
-    "barrier": "a barrier moves no data at all; it only waits for every rank.",
+    "barrier": "a barrier only makes every rank wait for the others (torch's NCCL backend runs it as an "
+               "all-reduce of one element): no rank ends with a slice of anyone's data.",
     "send": "send and recv move data between two ranks; a collective involves every rank.",
     "recv": "send and recv move data between two ranks; a collective involves every rank.",
 }
