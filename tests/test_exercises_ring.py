@@ -252,3 +252,19 @@ def test_simulate_steps_gives_a_trace_to_animate():
     assert trace.schedule.layout.kind == "ring" and trace.schedule.n_steps == 8
     with pytest.raises(Incorrect):
         simulate_steps(lambda n: [[("a", 1, 0, "copy")]], 3)
+
+
+def _cells_before(notebook: str, marker: str) -> list[str]:
+    """The code cells of a notebook above the first one that holds ``marker``."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).parent.parent / "notebooks" / notebook).read_text())
+    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    return code[:next(i for i, c in enumerate(code) if marker in c)]
+
+
+def test_no_table_above_the_busbw_question_shows_busbw():
+    for cell in _cells_before("02_ring_allreduce.ipynb", "q_busbw.check"):
+        last = cell.strip().splitlines()[-1].split("#")[0].strip()     # what a cell shows: its last expression
+        assert not ("df4" in last and ("busbw" in last or "algbw" in last or last == "df4")), last

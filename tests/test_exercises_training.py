@@ -174,3 +174,27 @@ def test_an_answer_that_hangs_one_rank_is_reported(exercise, answer):
     result = exercise.evaluate(answer, timeout=6)
     assert result.status == "incorrect" and "did not finish within 6 s" in result.message, result.message
     assert "rank 0" in result.message                      # where the stuck rank waits
+
+
+def _cells_before(notebook: str, marker: str) -> list[str]:
+    """The code cells of a notebook above the first one that holds ``marker``."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).parent.parent / "notebooks" / notebook).read_text())
+    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    return code[:next(i for i, c in enumerate(code) if marker in c)]
+
+
+def test_no_summary_above_the_bytes_question_shows_what_a_rank_sends():
+    for cell in _cells_before("05_data_parallel.ipynb", "q_ddp_bytes.check"):
+        last = cell.strip().splitlines()[-1].split("#")[0].strip()     # what a cell shows: its last expression
+        assert ".summary()" not in last or 'drop(columns="sent_bytes")' in last, last
+
+
+def test_the_zero3_question_is_not_the_table_above_it():
+    # the notebook's table: volume in units of Psi for 1864 float64 parameters on 4 ranks; the question: bytes
+    # per rank for another model on other ranks, so that copying the table's 3 is a mistake with its own message
+    assert sh.q_zero3_volume.given["ranks"] != 4 and sh.q_zero3_volume.given["psi"] != 1864
+    result = sh.q_zero3_volume.evaluate(3)
+    assert result.status == "incorrect" and "as in the table" in result.message
