@@ -194,3 +194,12 @@ def test_a_function_that_returns_text_or_a_float32_number():
     assert "not a string" in q.evaluate(lambda n: str(2 * (n - 1) / n * 1e9)).message
     assert q.evaluate(lambda n: 2 * (n - 1) / n * 1e9 * (1 + 1e-5)).status == "incorrect"
     assert q.evaluate(lambda n: [2 * (n - 1) / n * 1e9]).status == "incorrect"
+
+
+@pytest.mark.parametrize("name", ["core", "answers", "timing", "live"])
+def test_docstring_examples_run(name):
+    import doctest
+    import importlib
+
+    module = importlib.import_module(f"labcore.exercises.{name}")
+    assert doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0

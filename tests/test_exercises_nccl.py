@@ -27,10 +27,10 @@ def test_right_blank_and_every_wrong_example(q):
     (ex.q_transports, {(1, 0): "NET", (1, 3): "NET", (0, 2): "NET"}, "share the host"),
     (ex.q_transports, {(1, 0): "SHM", (1, 3): "NET", (0, 2): "NET"}, "read the 'via"),
     (ex.q_transports, {(1, 0): "P2P", (1, 3): "TCP", (0, 2): "NET"}, "not one of"),
-    (ex.q_slowest_hop, (14, 13), "stays inside one node"),
+    (ex.q_slowest_hop, (14, 13), "is not the slowest of the four"),
     (ex.q_slowest_hop, (0, 1), "pick one of"),
     (ex.q_p2p_disable, {(1, 0): "P2P", (1, 3): "NET"}, "switches the P2P transport off"),
-    (ex.q_p2p_disable, {(1, 0): "NET", (1, 3): "NET"}, "in order"),
+    (ex.q_p2p_disable, {(1, 0): "NET", (1, 3): "NET"}, "only when no transport that stays in the machine"),
     (ex.q_p2p_disable, {(1, 0): "SHM", (1, 3): "SHM"}, "cannot reach another machine"),
     (ex.q_payload, (1.0, 1.0), "LL is not 100% efficient"),
     (ex.q_payload, (0.5, 1.0), "LL128 is not 100% efficient either"),
@@ -112,3 +112,11 @@ def test_right_answers_in_another_spelling_pass(q, answer):
 def test_more_mistakes(q, answer, says):
     result = status(q, answer)
     assert result.status == "incorrect" and says in result.message, result.message
+
+
+@pytest.mark.parametrize("wrong", [hop for hop in ex.CANDIDATES if hop != ex.q_slowest_hop.correct_example])
+def test_a_wrong_hop_is_not_told_what_the_slow_one_looks_like(wrong):
+    # three of the four candidates stay inside a node: saying that this one does points at the fourth
+    message = ex.q_slowest_hop.evaluate(wrong).message
+    for clue in ("node", "NVLink", "P2P", "NET", "network", "leaves"):
+        assert clue not in message, message

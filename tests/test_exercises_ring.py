@@ -4,6 +4,7 @@ reason), and the chunk-numbering conventions the schedule exercises share."""
 import pytest
 
 import labcore as lc
+from labcore.live import magic
 from labcore.exercises import ____
 from labcore.exercises.core import Incorrect
 from labcore.exercises.ring import (
@@ -133,6 +134,12 @@ def four_ranks(gloo_cluster):
     return gloo_cluster(4, show_output=False)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def other_sizes():
+    yield                          # the live check also runs on the shared clusters of 3 and 5 ranks
+    magic.close_all()
+
+
 def test_six_fake_rings_are_rejected_each_for_its_own_reason(four_ranks):
     messages = set()
     for fake, expected in FAKES:
@@ -245,3 +252,19 @@ def test_simulate_steps_gives_a_trace_to_animate():
     assert trace.schedule.layout.kind == "ring" and trace.schedule.n_steps == 8
     with pytest.raises(Incorrect):
         simulate_steps(lambda n: [[("a", 1, 0, "copy")]], 3)
+
+
+def _cells_before(notebook: str, marker: str) -> list[str]:
+    """The code cells of a notebook above the first one that holds ``marker``."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).parent.parent / "notebooks" / notebook).read_text())
+    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    return code[:next(i for i, c in enumerate(code) if marker in c)]
+
+
+def test_no_table_above_the_busbw_question_shows_busbw():
+    for cell in _cells_before("02_ring_allreduce.ipynb", "q_busbw.check"):
+        last = cell.strip().splitlines()[-1].split("#")[0].strip()     # what a cell shows: its last expression
+        assert not ("df4" in last and ("busbw" in last or "algbw" in last or last == "df4")), last

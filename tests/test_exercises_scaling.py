@@ -52,7 +52,7 @@ def test_small_message_answer_comes_from_the_simulator():
     (q.q_nic_gbytes, 40e9 / 2 ** 30, "GiB/s"),
     (q.q_sharp_gain, 100 * 100 / 380, "in percent"),
     (q.q_nic_per_gpu, 380 * 3 / 7, "n is not the GPUs per node"),
-    (q.q_nic_per_gpu, 380 * 3 / 32, "n-1 that ends up in the denominator"),            # off by one
+    (q.q_nic_per_gpu, 380 * 3 / 32, "one factor of your formula is off"),             # off by one
 ])
 def test_more_mistakes_are_named(exercise, answer, says):
     result = exercise.evaluate(answer)
@@ -69,3 +69,16 @@ def test_a_tight_tolerance_does_not_print_within_0_percent():
 def test_text_and_yes_no_are_not_numbers(exercise):
     for bad in (str(exercise.correct_example), True, None):
         assert exercise.evaluate(bad).status == "incorrect", bad
+
+
+def test_a_near_miss_is_not_told_its_last_step():
+    message = q.q_nic_per_gpu.evaluate(380 * 3 / 32).message              # n where n-1 belongs
+    for step in ("n-1", "n - 1", "denominator", "Nearly"):
+        assert step not in message, message
+
+
+@pytest.mark.parametrize("wrong", ["ring", "hierarchical"])
+def test_a_wrong_algorithm_is_not_told_which_of_the_other_two_wins(wrong):
+    message = q.q_small_message.evaluate(wrong).message.lower()
+    others = {"ring": ["hierarch", "tree"], "hierarchical": ["ring", "tree"]}[wrong]
+    assert not any(name in message for name in others), message

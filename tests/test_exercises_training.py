@@ -1,11 +1,13 @@
-"""Exercises of notebooks 05 and 06 on live ranks: the right answer passes, and each mistake a
-learner makes gets its own message (checks compare with single-process training and count the
-collectives with the recorder)."""
+"""Exercises of notebooks 05 and 06 on live ranks, beyond their examples (each right answer and each
+mistake, with its own message, is checked once, in test_exercises_all.py): other right answers,
+value questions, starter code, hangs, the bytes question's setup and the bucket layouts."""
 import pytest
 import torch.distributed as dist
 
 from labcore.exercises import data_parallel as dp
 from labcore.exercises import sharding as sh
+from labcore.exercises.data_parallel import mistakes as dpm
+from labcore.exercises.sharding import mistakes as shm
 from labcore.live import magic
 
 
@@ -13,94 +15,6 @@ from labcore.live import magic
 def cluster():
     yield magic.get_cluster(4)          # what the checks use when no cluster is given
     magic.close_all()
-
-
-class _NeverGathersInBackward:
-    """Gathers twice in forward, keeps nothing but x and the shard, and uses zeros as W in backward."""
-
-    @staticmethod
-    def forward(ctx, x, shard, w_shape):
-        import math
-
-        k = math.prod(w_shape) + w_shape[0]
-        sh.gather_full(shard, (k,))
-        w, b = sh.unflatten(sh.gather_full(shard, (k,)), w_shape)
-        ctx.save_for_backward(x, shard)
-        ctx.w_shape = w_shape
-        return x @ w.T + b
-
-    @staticmethod
-    def backward(ctx, grad_y):
-        import torch
-
-        x, shard = ctx.saved_tensors
-        w = torch.zeros(ctx.w_shape, dtype=x.dtype)
-        return grad_y @ w, sh.reduce_scatter_mean(sh.flatten(grad_y.T @ x, grad_y.sum(0))), None
-
-
-CASES = [
-    (dp.q_average, dp.allreduce_per_parameter, "match single-process training"),
-    (dp.q_average, dp._no_divide, "4 times too large"),
-    (dp.q_average, dp._params_not_grads, "What has to agree before the optimizer step is the gradient"),
-    (dp.q_average, dp._divide_by_n_minus_1, "divided by something other than the number of ranks"),
-    (dp.q_buckets, dp.allreduce_buckets, "match single-process training"),
-    (dp.q_buckets, dp._drop_last_bucket, "left over after the last full bucket were never averaged"),
-    (dp.q_buckets, dp._bucket_no_divide, "4 times too large"),
-    (dp.q_buckets, lambda model, bucket_bytes: dp.allreduce_per_parameter(model), "one per parameter"),
-    (dp.q_buckets, dp._one_bucket, "hold more than bucket_bytes"),               # bucket_bytes ignored
-    (dp.q_buckets, dp._buckets_first_to_last, "filled first layer first"),
-    (dp.q_buckets, dp._bucket_float32, "buckets all-reduced as float (7456 bytes in a step), but the gradients "
-                                        "are float64"),
-    (dp.q_buckets, dp._bucket_reduce_scatter_all_gather, "no all-reduce in a step, but all_gather, reduce_scatter"),
-    (dp.q_overlap, (dp._launch_async, dp._finish_wait), "match single-process training"),
-    (dp.q_overlap, (dp._launch_async, dp._finish_no_wait), "never waited on before the optimizer step"),
-    (dp.q_overlap, (dp._launch_blocking, dp._finish_wait), "launch returned no handle"),
-    (dp.q_overlap, (dp._launch_async, dp._finish_no_divide), "4 times too large"),
-    (dp.q_overlap, (dp._launch_async, dp._finish_divide_first), "in place before waiting"),
-    (dp.q_overlap, (dp._launch_waits, dp._finish_wait), "launch waited for its all-reduce before returning"),
-    (dp.q_overlap, (lambda b: (w := dist.all_reduce(b, async_op=True)).wait() or w, dp._finish_wait),
-     "launch waited for its all-reduce before returning"),
-    (dp.q_overlap, (dp._launch_blocking_handle, dp._finish_wait), "launch ran a blocking all-reduce"),
-    (dp.q_overlap, (lambda b: dist.all_reduce(b, async_op=True).get_future().wait(), dp._finish_wait),
-     "launch waited for its all-reduce before returning"),
-    (dp.q_accumulate, dp._accumulate, "match single-process training"),
-    (dp.q_accumulate, dp._accumulate_every, "synchronised after every micro-batch"),
-    (dp.q_accumulate, dp._accumulate_never, "never synchronised"),
-    (dp.q_accumulate, dp._accumulate_unscaled, "differ from single-process training"),
-    (dp.q_accumulate, dp._accumulate_sync_first, "ran in a backward before the last"),
-    (dp.q_accumulate, dp._accumulate_concatenated, "the micro-batches were put back together"),
-    (dp.q_accumulate, dp._accumulate_one_backward, "kept until one backward at the end"),
-    (dp.q_accumulate, dp._accumulate_by_hand, "the gradients crossed once, but piece by piece"),
-    (sh.q_sharded_step, sh._zero_step, "match unsharded Adam"),
-    (sh.q_sharded_step, sh._zero_step_allreduce, "counted all-reduces"),
-    (sh.q_sharded_step, sh._zero_step_no_gather, "every rank needs all the updated parameters"),
-    (sh.q_sharded_step, sh._zero_step_summed, "the sum of the ranks' gradients, not their mean"),
-    (sh.q_sharded_step, sh._zero_step_gather_gradients, "all-gathers moving 223680 bytes over 3 steps, 5 times"),
-    (sh.q_zero3_layer, sh.Zero3LinearFn, "shards match unsharded Adam"),
-    (sh.q_zero3_layer, sh._KeepsWeights, "backward used weights kept from forward"),
-    (sh.q_zero3_layer, sh._LocalGradients, "saw no reduce-scatter"),
-    (sh.q_zero3_layer, sh._SummedGradients, "the sum of the ranks' gradients, not their mean"),
-    (sh.q_zero3_layer, sh._GathersTwiceInForward, "backward used weights kept from forward"),
-    (sh.q_zero3_layer, sh._KeepsWeightsOnCtx, "saved for backward or put on ctx"),
-    (sh.q_zero3_layer, _NeverGathersInBackward, "the recorder saw backward all-gather 0 bytes"),
-    (sh.q_zero3_layer, sh._AllReducedGradients, "an all-reduce delivers every rank the whole of it"),
-    (sh.q_row_parallel, sh.row_parallel, "match the unsharded MLP"),
-    (sh.q_row_parallel, sh._row_all_gather, "put side by side"),
-    (sh.q_row_parallel, sh._row_bias_everywhere, "every rank added b2 before the reduction"),
-    (sh.q_row_parallel, sh._row_no_reduce, "never combined"),
-    (sh.q_row_parallel, sh._row_bias_split, "gradient of b2 is 0.25 times the unsharded MLP's"),
-    (sh.q_row_parallel, sh._row_bias_rank0, "rank 1's bias b2 got no gradient"),
-    (sh.q_row_parallel, lambda h, w2, b2: sh.row_parallel(h, w2, b2.detach()), "rank 0's bias b2 got no gradient"),
-]
-
-
-@pytest.mark.parametrize("exercise, answer, message", CASES,
-                         ids=[f"{q.title}-{i}" for i, (q, _, _) in enumerate(CASES)])
-def test_live_feedback(exercise, answer, message):
-    result = exercise.evaluate(answer)
-    right = answer == exercise.correct_example
-    assert result.status == ("correct" if right else "incorrect"), result.message
-    assert message in result.message
 
 
 def _launch_future(bucket):
@@ -114,7 +28,7 @@ def _launch_divide_first(bucket):
 
 OTHER_RIGHT_ANSWERS = [
     (dp.q_overlap, (_launch_future, dp._finish_wait)),
-    (dp.q_overlap, (_launch_divide_first, dp._finish_no_divide)),
+    (dp.q_overlap, (_launch_divide_first, dpm._finish_no_divide)),
 ]
 
 
@@ -148,17 +62,21 @@ VALUES = [
     (dp.q_ddp_bytes, 1.5 * 500776 / 1e6, dict(grad_bytes=500776 / 1e6, ranks=4), "not the gradient bytes"),
     (dp.q_ddp_bytes, 1.5 * 500776, dict(grad_bytes=500776, ranks=0), "the check was given ranks=0"),
     (dp.q_ddp_bytes, 1.5 * 500776, dict(grad_bytes="500776", ranks=4), "the check was given grad_bytes='500776'"),
-    (sh.q_zero3_volume, 3, {}, "correct!"),
-    (sh.q_zero3_volume, 2, {}, "2Ψ is what stages 1 and 2 move"),
-    (sh.q_zero3_volume, 4, {}, "reduce-scattered once"),
-    (sh.q_zero3_volume, "three", {}, "answer with a number"),
-    (sh.q_zero3_volume, "3", {}, "answer with a number"),
-    (sh.q_zero3_volume, True, {}, "answer with a number"),
+    # GB each rank sends in a ZeRO-3 step of 7e9 bfloat16 parameters on 64 ranks: 3 x 63/64 x 14 GB
+    (sh.q_zero3_volume, 3 * 63 / 64 * 14, {}, "correct!"),
+    (sh.q_zero3_volume, 2 * 63 / 64 * 14, {}, "2Ψ is what stages 1 and 2 move"),
+    (sh.q_zero3_volume, 4 * 63 / 64 * 14, {}, "reduce-scattered once"),
+    (sh.q_zero3_volume, 3, {}, "3 is the volume in units of Ψ, as in the table"),       # copied from the table
+    (sh.q_zero3_volume, 3 * 14, {}, "never sends the piece it keeps"),
+    (sh.q_zero3_volume, 3 * 63 / 64 * 7, {}, "counts parameters, not bytes"),
+    (sh.q_zero3_volume, "three", {}, "the text"),
+    (sh.q_zero3_volume, "41.34", {}, "the text"),
+    (sh.q_zero3_volume, True, {}, "yes/no"),
     (sh.q_padding, sh.shard_of, {}, "correct!"),
-    (sh.q_padding, sh._chunk_shard, {}, "shards have sizes [3, 3, 3, 1]"),
-    (sh.q_padding, sh._floor_shard, {}, "belong to no rank"),
-    (sh.q_padding, sh._pad_ones, {}, "the padding is off"),
-    (sh.q_padding, sh._whole_padded, {}, "the whole tensor or more"),
+    (sh.q_padding, shm._chunk_shard, {}, "shards have sizes [3, 3, 3, 1]"),
+    (sh.q_padding, shm._floor_shard, {}, "belong to no rank"),
+    (sh.q_padding, shm._pad_ones, {}, "the padding is off"),
+    (sh.q_padding, shm._whole_padded, {}, "the whole tensor or more"),
     (sh.q_padding, lambda flat, rank, n: None, {}, "return a tensor"),
 ]
 
@@ -200,7 +118,8 @@ def test_a_hang_is_reported_within_the_timeout():
     assert dp.q_average.evaluate(dp.allreduce_per_parameter).status == "correct"     # the group healed
 
 
-@pytest.mark.parametrize("module", [dp, sh])
+@pytest.mark.parametrize("module", [dp, dp.reference, dp.checks, dpm, dp.questions,
+                                    sh, sh.reference, sh.checks, shm, sh.questions], ids=lambda m: m.__name__)
 def test_docstring_examples_run(module):
     import doctest
 
@@ -255,3 +174,27 @@ def test_an_answer_that_hangs_one_rank_is_reported(exercise, answer):
     result = exercise.evaluate(answer, timeout=6)
     assert result.status == "incorrect" and "did not finish within 6 s" in result.message, result.message
     assert "rank 0" in result.message                      # where the stuck rank waits
+
+
+def _cells_before(notebook: str, marker: str) -> list[str]:
+    """The code cells of a notebook above the first one that holds ``marker``."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).parent.parent / "notebooks" / notebook).read_text())
+    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    return code[:next(i for i, c in enumerate(code) if marker in c)]
+
+
+def test_no_summary_above_the_bytes_question_shows_what_a_rank_sends():
+    for cell in _cells_before("05_data_parallel.ipynb", "q_ddp_bytes.check"):
+        last = cell.strip().splitlines()[-1].split("#")[0].strip()     # what a cell shows: its last expression
+        assert ".summary()" not in last or 'drop(columns="sent_bytes")' in last, last
+
+
+def test_the_zero3_question_is_not_the_table_above_it():
+    # the notebook's table: volume in units of Psi for 1864 float64 parameters on 4 ranks; the question: bytes
+    # per rank for another model on other ranks, so that copying the table's 3 is a mistake with its own message
+    assert sh.q_zero3_volume.given["ranks"] != 4 and sh.q_zero3_volume.given["psi"] != 1864
+    result = sh.q_zero3_volume.evaluate(3)
+    assert result.status == "incorrect" and "as in the table" in result.message

@@ -1,8 +1,14 @@
 """Checked exercises for the lab's notebooks (learntools style).
 
 Each notebook's questions live in their own module (``labcore.exercises.ring``
-for notebook 02, ``labcore.exercises.trees`` for the tree part of 03, ...);
-the framework they share is :mod:`labcore.exercises.core`.
+for notebook 02, ``labcore.exercises.trees`` for the tree part of 03, ...); the
+largest (``ring``, ``data_parallel``, ``sharding``) are packages split by audience:
+``reference`` (the code a learner reads), ``checks``, ``questions`` and
+``mistakes`` (the wrong answers the tests run). The framework they share is
+:mod:`labcore.exercises.core`, with :mod:`~labcore.exercises.answers` (an answer
+read with the lab's own types, never its own methods), :mod:`~labcore.exercises.timing`
+(time limits that count only the learner's code) and :mod:`~labcore.exercises.live`
+(checks on live ranks of several world sizes).
 
 Example
 -------

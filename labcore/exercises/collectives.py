@@ -6,11 +6,9 @@ All-reduce by hand: correct!
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import numpy as np
-
+from labcore.exercises.answers import as_items, as_text, equal, safe_repr, type_name
 from labcore.exercises.core import CustomExercise, Incorrect, NotAttempted, ValueExercise, _is_blank
+from labcore.exercises.timing import learner_code
 
 q_all_reduce = ValueExercise(
     "All-reduce by hand",
@@ -42,19 +40,15 @@ _ALL_TO_ALL_CASES = [
 
 
 def _as_rows(got, n: int, case: list) -> list[list]:
-    """The learner's outputs as a list of n lists (any sequences, numpy arrays included)."""
-    if isinstance(got, np.ndarray):
-        got = got.tolist()
-    if not isinstance(got, Sequence) or isinstance(got, str) or len(got) != n:
-        raise Incorrect(f"For inputs={case!r} return {n} lists, one per rank; you return {got!r}.")
-    rows = []
-    for r, row in enumerate(got):
-        if isinstance(row, np.ndarray):
-            row = row.tolist()
-        if not isinstance(row, Sequence) or isinstance(row, str) or len(row) != n:
+    """The learner's outputs as a list of n lists (lists, tuples or a numpy array, read as such)."""
+    rows = as_items(got)
+    if rows is None or len(rows) != n:
+        raise Incorrect(f"For inputs={case!r} return {n} lists, one per rank; you return {safe_repr(got)}.")
+    for r, row in enumerate(rows):
+        rows[r] = as_items(row)
+        if rows[r] is None or len(rows[r]) != n:
             raise Incorrect(f"For inputs={case!r}, outputs[{r}] should hold {n} items, one from every "
-                            f"rank; you return {row!r}.")
-        rows.append(list(row))
+                            f"rank; you return {safe_repr(row)}.")
     return rows
 
 
@@ -64,7 +58,7 @@ def _check_all_to_all(answer) -> str:
     for case in _ALL_TO_ALL_CASES:
         n = len(case)
         try:
-            got = answer([list(row) for row in case])
+            got = learner_code(answer, [list(row) for row in case])
         except NotImplementedError:
             raise NotAttempted()
         if _is_blank(got):
@@ -73,16 +67,17 @@ def _check_all_to_all(answer) -> str:
         want = _all_to_all(case)
         for r in range(n):
             for j in range(n):
-                if rows[r][j] == want[r][j]:
+                if equal(rows[r][j], want[r][j]):
                     continue
-                sent = [(s, d) for s in range(n) for d in range(n) if case[s][d] == rows[r][j]]
+                shown = safe_repr(rows[r][j])
+                sent = [(s, d) for s in range(n) for d in range(n) if equal(rows[r][j], case[s][d])]
                 if sent:
                     s, d = sent[0]
-                    why = (f"but rank {s} sent {rows[r][j]!r} to rank {d}" if d != r else
-                           f"but {rows[r][j]!r} came from rank {s}, and outputs[{r}][{j}] holds what came from rank {j}")
+                    why = (f"but rank {s} sent {shown} to rank {d}" if d != r else
+                           f"but {shown} came from rank {s}, and outputs[{r}][{j}] holds what came from rank {j}")
                 else:
                     why = "an item no rank sent"
-                raise Incorrect(f"For inputs={case!r} your outputs[{r}][{j}] is {rows[r][j]!r}, {why}.")
+                raise Incorrect(f"For inputs={case!r} your outputs[{r}][{j}] is {shown}, {why}.")
     return f"({len(_ALL_TO_ALL_CASES)} cases passed)"
 
 
@@ -112,7 +107,8 @@ _NAMES = {
     "gather": "gather collects every rank's tensor on one rank; nothing is added up.",
     "broadcast": "broadcast copies one rank's tensor to every rank; nothing is added up.",
     "all_to_all": "all_to_all sends a different piece to every rank, but nothing is added up.",
-    "barrier": "a barrier moves no data at all; it only waits for every rank.",
+    "barrier": "a barrier only makes every rank wait for the others (torch's NCCL backend runs it as an "
+               "all-reduce of one element): no rank ends with a slice of anyone's data.",
     "send": "send and recv move data between two ranks; a collective involves every rank.",
     "recv": "send and recv move data between two ranks; a collective involves every rank.",
 }
@@ -125,14 +121,15 @@ _ALIASES = {"reduce_scatter_tensor": "reduce_scatter", "reduce_scatter_single": 
 
 
 def _which(answer) -> None:
-    if not isinstance(answer, str):
+    text = as_text(answer)
+    if text is None:
         raise Incorrect(f"answer with the collective's name as a string, such as 'all_gather'; "
-                        f"you gave {type(answer).__name__} {answer!r}.")
-    name = answer.strip().lower().replace("-", "_").replace(" ", "_").removesuffix("()")
+                        f"you gave {type_name(answer)} {safe_repr(answer)}.")
+    name = text.strip().lower().replace("-", "_").replace(" ", "_").removesuffix("()")
     name = name.removeprefix("torch.").removeprefix("distributed.").removeprefix("dist.")
     name = _ALIASES.get(name, name)
     if name not in _NAMES:
-        raise Incorrect(f"{answer!r} is not the name of a torch.distributed collective; answer with one "
+        raise Incorrect(f"{text!r} is not the name of a torch.distributed collective; answer with one "
                         "of the names used in this notebook, such as 'all_gather'.")
     if _NAMES[name]:
         raise Incorrect(_NAMES[name])

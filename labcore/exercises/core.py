@@ -30,19 +30,19 @@ Bus bandwidth factor: correct!
 """
 from __future__ import annotations
 
-import contextlib
 import math
-import signal
 import sys
-import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from labcore.exercises.answers import as_array, as_text, describe, equal, holds_text, safe_repr, safe_str, type_name
+from labcore.exercises.answers import close_number as close_number, whole_number as whole_number
+from labcore.exercises.timing import OutOfTime, learner_code, limit
+
 __all__ = [
-    "____", "Blank", "Incorrect", "NotAttempted", "Result", "Exercise",
+    "____", "Blank", "Incorrect", "NotAttempted", "CheckCouldNotRun", "Result", "Exercise",
     "ValueExercise", "FunctionExercise", "CustomExercise",
 ]
 
@@ -73,82 +73,20 @@ class NotAttempted(Exception):
     """Raised by a check when the answer is still the starter code."""
 
 
-class _OutOfTime(BaseException):
-    """Raised inside a check that ran past its time limit (a BaseException: ``except Exception``
-    in the learner's code must not swallow it)."""
+class CheckCouldNotRun(Exception):
+    """Raised by a check when the lab's own part of it failed (not the answer): the message says so."""
 
 
-@contextlib.contextmanager
-def _time_limit(seconds: float):
-    """Interrupt the block after ``seconds`` (main thread only; elsewhere the block runs unbounded).
-
-    Any timer already running (pytest-timeout's, say) is put back with the time it had left.
-    """
-    if seconds is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def out_of_time(signum, frame):
-        raise _OutOfTime()
-
-    previous = signal.signal(signal.SIGALRM, out_of_time)
-    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
-    start = time.monotonic()
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        if outer:
-            signal.setitimer(signal.ITIMER_REAL, max(1e-3, outer - (time.monotonic() - start)))
-
-
-def _describe_answer(answer: Any) -> str:
-    text = _fmt(answer)
-    text = text if len(text) <= 60 else text[:57] + "..."
-    return f"{text} (a {type(answer).__name__})"
+# what the modules of the exercises import from here (the readers live in answers.py, the limits in timing.py)
+_OutOfTime = OutOfTime
+_describe_answer = describe
+_holds_text = holds_text
+_equal = equal
+_fmt = safe_repr
 
 
 def _not_finite(answer: Any) -> bool:
-    return isinstance(answer, float) and not math.isfinite(answer)
-
-
-def _holds_text(answer: Any) -> bool:
-    """Whether ``answer`` is, or holds in its lists and tuples, a string."""
-    if isinstance(answer, (str, bytes)):
-        return True
-    return isinstance(answer, (list, tuple)) and any(_holds_text(a) for a in answer)
-
-
-def close_number(got: Any, want: float, rtol: float = 1e-9, atol: float = 0.0) -> bool:
-    """Whether ``got`` is one number within ``atol + rtol * |want|`` of ``want``.
-
-    Text, yes/no and containers are not numbers; numpy and torch scalars are, judged at their
-    own precision (a float32 result is exact only to about 1e-7).
-    """
-    if isinstance(got, (str, bytes, bool, np.bool_)):
-        return False
-    try:
-        value = np.asarray(got)
-    except Exception:
-        return False
-    if value.ndim != 0 or value.dtype.kind not in "iuf":
-        return False
-    tol = max(rtol, 4 * float(np.finfo(value.dtype).eps)) if value.dtype.kind == "f" else rtol
-    return bool(np.isclose(float(value), want, rtol=tol, atol=atol))
-
-
-def whole_number(value: Any) -> int | None:
-    """``value`` as an int when it is a whole number (int, numpy or torch integer, 8.0), else None."""
-    if isinstance(value, (bool, np.bool_, str, bytes)):
-        return None
-    try:
-        v = np.asarray(value)
-    except Exception:
-        return None
-    if v.ndim != 0 or v.dtype.kind not in "iuf" or not np.isfinite(v) or float(v) != int(v):
-        return None
-    return int(v)
+    return issubclass(type(answer), float) and not math.isfinite(float.__float__(answer))
 
 
 @dataclass(frozen=True)
@@ -166,7 +104,7 @@ class Result:
 
 
 def _is_blank(answer: Any) -> bool:
-    return answer is _NOTHING or isinstance(answer, Blank) or answer is Ellipsis
+    return answer is _NOTHING or type(answer) is Blank or answer is Ellipsis
 
 
 class Exercise:
@@ -197,8 +135,10 @@ class Exercise:
         What kind of answer the question takes ("a number", "a function of
         (rank, step, n)", ...), named when an answer is of another kind.
     time_limit
-        Seconds a check may take (a learner's function that never returns is
-        stopped and reported); None for no limit.
+        Seconds the learner's code may run in one check (their function, and any
+        method of their answer the check calls): one that never returns is stopped
+        and reported. The lab's own code (imports, references, simulations) is not
+        counted. None for no limit.
 
     Example
     -------
@@ -280,29 +220,27 @@ class Exercise:
             return Result("incorrect", f"{self.title}: not quite. Your answer is {why}. "
                           f"This question takes {self.expects}.")
         try:
-            with _time_limit(self.time_limit):
+            with limit(self.time_limit):
                 remark = self._check(answer, **context)
         except NotAttempted:
             return blank
         except Incorrect as wrong:
-            return Result("incorrect", f"{self.title}: not quite. {wrong}")
-        except _OutOfTime:
-            return Result("incorrect", f"{self.title}: not quite. Your function did not return within "
+            return Result("incorrect", f"{self.title}: not quite. {safe_str(wrong, 4000)}")
+        except OutOfTime:
+            what = "Your function" if callable(answer) else "Your answer's code"
+            return Result("incorrect", f"{self.title}: not quite. {what} did not return within "
                           f"{self.time_limit:g} s, so it was stopped: an endless loop, or a wait for "
                           "something that never comes?")
+        except (ImportError, CheckCouldNotRun) as err:      # the lab's own code, not the answer: say so
+            return Result("incorrect", f"{self.title}: the check could not run ({type_name(err)}: "
+                          f"{safe_str(err, 4000)}); restart the kernel and run the notebook's first cells again.")
         except Exception as err:
             if callable(answer):  # most likely the learner's own code raised while being checked
                 return Result("incorrect", f"{self.title}: not quite. Checking your answer raised "
-                              f"{type(err).__name__}: {err}")
-            return Result("incorrect", f"{self.title}: not quite. Your answer, {_describe_answer(answer)}, "
+                              f"{type_name(err)}: {safe_str(err)}")
+            return Result("incorrect", f"{self.title}: not quite. Your answer, {describe(answer)}, "
                           f"is not {self.expects}.")
         return Result("correct", f"{self.title}: correct!" + (f" {remark}" if remark else ""))
-
-
-def _fmt(x: Any) -> str:
-    if isinstance(x, float):
-        return f"{x:.6g}"
-    return repr(x)
 
 
 class ValueExercise(Exercise):
@@ -363,38 +301,46 @@ class ValueExercise(Exercise):
     def _value(self, v: Any) -> Any:
         return v(**self.given) if callable(v) else v
 
-    def _close(self, a: Any, b: Any) -> bool:
-        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    def _close(self, a: np.ndarray, b: Any) -> bool:
+        """Whether the learner's values ``a`` (read by :func:`read_values`) match the lab's ``b``."""
+        b = np.asarray(b, dtype=float)
         return a.shape == b.shape and bool(np.allclose(a, b, rtol=self.rtol, atol=self.atol))
 
-    def _check(self, answer: Any, **context: Any) -> str | None:
-        if isinstance(answer, (str, bytes)):
-            raise Incorrect(f"your answer is the text {answer!r}; give {self.expects} (no quotes).")
+    def read_values(self, answer: Any) -> np.ndarray:
+        """The answer as a float64 array (the lab's own reading of it), or :class:`Incorrect` saying
+        what it is instead: text, an unordered set, a yes/no, or no number at all."""
+        text = as_text(answer)
+        if text is not None or issubclass(type(answer), bytes):
+            shown = repr(text) if text is not None else safe_repr(answer)
+            raise Incorrect(f"your answer is the text {shown}; give {self.expects} (no quotes).")
         if _holds_text(answer):
             raise Incorrect(f"your answer holds text ({_describe_answer(answer)}); give numbers, without quotes.")
-        if isinstance(answer, (set, frozenset, dict)):
-            raise Incorrect(f"your answer is a {type(answer).__name__}, which keeps no order; give the "
+        if issubclass(type(answer), (set, frozenset, dict)):
+            raise Incorrect(f"your answer is a {type_name(answer)}, which keeps no order; give the "
                             "numbers in a list or a tuple, in the order asked.")
-        if isinstance(answer, bool):
-            raise Incorrect(f"your answer is {answer}, a yes/no; give {self.expects}.")
-        try:
-            values = np.asarray(answer, dtype=float)
-        except (TypeError, ValueError):
-            raise Incorrect(f"your answer, {_describe_answer(answer)}, is not {self.expects}.") from None
+        if type(answer) in (bool, np.bool_):
+            raise Incorrect(f"your answer is {bool(answer)}, a yes/no; give {self.expects}.")
+        values = as_array(answer)
+        if values is None:
+            raise Incorrect(f"your answer, {_describe_answer(answer)}, is not {self.expects}.")
         if not np.isfinite(values).all():
             raise Incorrect("your answer holds nan or inf: some step divided by zero or overflowed.")
+        return values
+
+    def _check(self, answer: Any, **context: Any) -> str | None:
+        values = self.read_values(answer)
         want = self.expected_value()
-        if self._close(answer, want):
+        if self._close(values, want):
             return None
         for value, message in self.mistakes:
-            if self._close(answer, self._value(value)):
+            if self._close(values, self._value(value)):
                 raise Incorrect(message)
         unit = f" {self.unit}" if self.unit else ""
         near = f"within {self.rtol:.0%} of " if self.rtol >= 0.005 else ""      # "within 0%" says nothing
         # how far off stays unsaid (a ratio would give the answer away); only a units slip is named
         hint = ""
-        if np.ndim(want) == 0 and np.ndim(answer) == 0 and float(want) != 0 and float(answer) != 0:
-            ratio = float(answer) / float(want)
+        if np.ndim(want) == 0 and values.ndim == 0 and float(want) != 0 and float(values) != 0:
+            ratio = float(values) / float(want)
             hint = (" It has the wrong sign." if ratio < 0 else
                     " It is off by a power of ten: check the units." if _power_of_ten(ratio) else "")
         raise Incorrect(f"you gave {_fmt(answer)}{unit}; that is not {near}the right value.{hint}")
@@ -448,23 +394,23 @@ class FunctionExercise(Exercise):
             raise Incorrect(f"your answer, {_describe_answer(answer)}, is not {self.expects}.")
         for args, kwargs in self.cases:
             try:
-                got = answer(*args, **kwargs)
+                got = learner_code(answer, *args, **kwargs)
             except NotImplementedError:
                 raise NotAttempted()
             except Exception as err:
                 raise Incorrect(f"For {self.describe(args, kwargs)} your function raised "
-                                f"{type(err).__name__}: {err}")
+                                f"{type_name(err)}: {safe_str(err)}")
             if _is_blank(got):
                 raise NotAttempted()
             if got is None:
                 raise Incorrect(f"For {self.describe(args, kwargs)} your function returned None: "
                                 "is a `return` missing?")
             if _not_finite(got):
-                raise Incorrect(f"For {self.describe(args, kwargs)} your function returned {got}: "
+                raise Incorrect(f"For {self.describe(args, kwargs)} your function returned {_fmt(got)}: "
                                 "some step divided by zero or overflowed.")
             want = self.reference(*args, **kwargs)
-            if isinstance(got, (str, bytes)) and not isinstance(want, (str, bytes)):
-                raise Incorrect(f"For {self.describe(args, kwargs)} your function returned the text {got!r}: "
+            if issubclass(type(got), (str, bytes)) and not issubclass(type(want), (str, bytes)):
+                raise Incorrect(f"For {self.describe(args, kwargs)} your function returned the text {_fmt(got)}: "
                                 "return the number itself, not a string.")
             if not self.compare(got, want):
                 raise Incorrect(f"For {self.describe(args, kwargs)} you return {_fmt(got)}, "
@@ -486,18 +432,6 @@ def _case_namer(reference: Callable) -> Callable[[tuple, dict], str]:
         parts = [f"{names[i]}={_fmt(a)}" if i < len(names) else _fmt(a) for i, a in enumerate(args)]
         return ", ".join(parts + [f"{k}={_fmt(v)}" for k, v in kwargs.items()]) or "no arguments"
     return describe
-
-
-def _equal(got: Any, want: Any) -> bool:
-    if hasattr(want, "shape") or hasattr(got, "shape"):
-        try:
-            g, w = np.asarray(got, dtype=float), np.asarray(want, dtype=float)
-        except (TypeError, ValueError):
-            return False
-        return g.shape == w.shape and bool(np.allclose(g, w))
-    if isinstance(want, float) or isinstance(got, float):
-        return close_number(got, float(want), atol=1e-12)
-    return got == want
 
 
 class CustomExercise(Exercise):

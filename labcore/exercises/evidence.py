@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from labcore.exercises.answers import as_items, as_number, as_text, safe_repr, whole_number
 from labcore.exercises.core import Exercise, Incorrect, ValueExercise, _is_blank, NotAttempted
 
 __all__ = ["q_repeats", "q_outlier", "q_gib", "q_interval", "fewest_repeats", "OUTLIER_REPEATS_US",
@@ -49,10 +50,9 @@ class _RepeatsExercise(Exercise):
     def _check(self, answer, **context):
         from labcore.evidence.stats import smallest_pvalue
 
-        if isinstance(answer, bool) or not isinstance(answer, (int, float, np.integer, np.floating)) \
-                or not float(answer).is_integer():
-            raise Incorrect(f"answer with a whole number of repeats per side, not {answer!r}.")
-        r = int(answer)
+        r = whole_number(answer)
+        if r is None:
+            raise Incorrect(f"answer with a whole number of repeats per side, not {safe_repr(answer)}.")
         tests = self.sizes * self.placements
         level = self.alpha / tests
         want = fewest_repeats(tests, self.alpha)
@@ -105,11 +105,12 @@ class _OutlierExercise(ValueExercise):
     """The median (to 0.1%: the hand-trimmed summaries lie within 1% of it), with those caught first."""
 
     def _check(self, answer, **context):
-        if isinstance(answer, (int, float, np.integer, np.floating)) and not isinstance(answer, bool):
+        value = as_number(answer)
+        if value is not None:
             times = self.given["times"]
             trimmed = [_kept_mean(times, k) for k in (1, 2, 3)] + [float(np.median(sorted(times)[:-1]))]
-            if (any(math.isclose(answer, t, rel_tol=5e-4) for t in trimmed)
-                    and not math.isclose(answer, float(np.median(times)), rel_tol=self.rtol)):
+            if (any(math.isclose(value, t, rel_tol=5e-4) for t in trimmed)
+                    and not math.isclose(value, float(np.median(times)), rel_tol=self.rtol)):
                 raise Incorrect(_HAND_TRIMMED)
         return super()._check(answer, **context)
 
@@ -228,10 +229,10 @@ class _IntervalExercise(Exercise):
         return self.prompt + "\n" + "\n".join(lines)
 
     def _check(self, answer, **context):
-        if isinstance(answer, (str, bytes)) or not hasattr(answer, "__iter__"):
+        words = as_items(answer)
+        if words is None:
             raise Incorrect(f"answer with a list of {len(self.rows)} words, one per row (A first), "
-                            f"e.g. ['pass', 'pass', 'pass', 'pass']; got {answer!r}.")
-        words = list(answer)
+                            f"e.g. ['pass', 'pass', 'pass', 'pass']; got {safe_repr(answer)}.")
         if any(_is_blank(w) for w in words):
             raise NotAttempted()
         if len(words) != len(self.rows):
@@ -239,9 +240,10 @@ class _IntervalExercise(Exercise):
                             f"each, not {len(words)}.")
         limit = 1 + self.tolerance
         for r, w in zip(self.rows, words):
-            said = _WORDS.get(str(w).strip().lower()) if isinstance(w, str) else None
+            text = as_text(w)
+            said = None if text is None else _WORDS.get(text.strip().lower())
             if said is None:
-                raise Incorrect(f"row {r['row']}: {w!r} is not one of the gate's answers; use 'regression', "
+                raise Incorrect(f"row {r['row']}: {safe_repr(w)} is not one of the gate's answers; use 'regression', "
                                 "'pass' (within the tolerance) or 'inconclusive'.")
             if said == r["status"]:
                 continue

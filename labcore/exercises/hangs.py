@@ -7,30 +7,32 @@ flight-recorder analysis and, for the slow case, a rerun with more time. The
 answer is ``(rank, cause)`` with a cause from :data:`CAUSES`, or
 ``(None, "straggler")`` when no rank has a bug.
 
-- :data:`q_shapes`: mismatched tensor lengths (a rank that finished is not the culprit);
-- :data:`q_skip`: one rank skipped the collective;
-- :data:`q_straggler`: one rank is slow; nothing hangs.
+The questions' names and prompts say nothing of their cause (the notebook asks them as
+cases 1, 2 and 3): :data:`q_case_1` has mismatched tensor lengths (a rank that finished is
+not the culprit), :data:`q_case_2` a rank that skipped the collective, :data:`q_case_3` a
+rank that is only slow (nothing hangs). ``q_shapes``, ``q_skip`` and ``q_straggler`` are the
+same questions under their earlier names.
 
 Before ``run``, a question is about its default case (culprit as in the notebook's
 own demonstration), so ``check`` always has something to check against.
 
 Example
 -------
->>> q_skip.check((2, "skipped collective"))
-Who hangs the all_reduce?: correct!
->>> q_skip.evaluate((0, "skipped collective")).status
+>>> q_case_2.check((2, "skipped collective"))
+Hang clinic, case 2: correct!
+>>> q_case_2.evaluate((0, "skipped collective")).status
 'incorrect'
 """
 from __future__ import annotations
 
-import numbers
 import random
 import re
 from dataclasses import dataclass, field
 
+from labcore.exercises.answers import as_items, as_text, safe_repr, whole_number
 from labcore.exercises.core import Exercise, Incorrect, NotAttempted, _is_blank
 
-__all__ = ["CAUSES", "Mystery", "q_shapes", "q_skip", "q_straggler"]
+__all__ = ["CAUSES", "Mystery", "q_case_1", "q_case_2", "q_case_3", "q_shapes", "q_skip", "q_straggler"]
 
 #: The causes an answer may name (the clinic's cases).
 CAUSES = ("mismatched ops", "mismatched shapes", "skipped collective", "wrong order",
@@ -120,18 +122,20 @@ class _Diagnosis(Exercise):
     def _parse(self, answer):
         if _is_blank(answer):
             raise NotAttempted()
-        if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-            raise Incorrect(f"answer with a pair (rank, cause), e.g. (1, 'wrong order'); got {answer!r}.")
-        rank, cause = answer
+        items = as_items(answer) if issubclass(type(answer), (tuple, list)) else None
+        if items is None or len(items) != 2:
+            raise Incorrect(f"answer with a pair (rank, cause), e.g. (1, 'wrong order'); got {safe_repr(answer)}.")
+        rank, cause = items
         if _is_blank(rank) or _is_blank(cause):
             raise NotAttempted()
-        name = " ".join(cause.strip().lower().replace("_", " ").split()) if isinstance(cause, str) else cause
+        text = as_text(cause)
+        name = None if text is None else " ".join(text.strip().lower().replace("_", " ").split())
         if name not in CAUSES:
-            raise Incorrect(f"the cause must be one of {', '.join(repr(c) for c in CAUSES)}; got {cause!r}.")
-        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, numbers.Real)
-                                 or not float(rank).is_integer()):
-            raise Incorrect(f"the rank must be a whole number (or None if no rank has a bug); got {rank!r}.")
-        return (None if rank is None else int(rank)), name
+            raise Incorrect(f"the cause must be one of {', '.join(repr(c) for c in CAUSES)}; got {safe_repr(cause)}.")
+        whole = None if rank is None else whole_number(rank)
+        if rank is not None and whole is None:
+            raise Incorrect(f"the rank must be a whole number (or None if no rank has a bug); got {safe_repr(rank)}.")
+        return whole, name
 
     def _check(self, answer, **context):
         rank, cause = self._parse(answer)
@@ -142,7 +146,8 @@ class _Diagnosis(Exercise):
         if rank != m.culprit:
             raise Incorrect("not that rank: read the evidence again.")
         if rank is None:
-            raise Incorrect(f"no rank has a bug indeed, but then the cause is not {cause!r}.")
+            raise Incorrect(f"(None, {cause!r}) does not fit together: None says that no rank has a bug, and "
+                            f"{cause!r} is a bug, which some rank has.")
         raise Incorrect(f"right rank, wrong cause: {cause!r} is not what the evidence shows.")
 
     def _diagnose(self, rank, cause, m: Mystery) -> None:
@@ -209,10 +214,11 @@ class _StragglerDiagnosis(_Diagnosis):
                             "in the rerun.")
 
 
-q_shapes = _ShapesDiagnosis(
-    "Who hangs the all_reduce? (shapes)",
-    "One rank's code is wrong. Run q_shapes.run(cl) to see a hang report and torch's flight-recorder "
-    "analysis from the ranks, then answer (rank, cause), cause one of labcore.exercises.hangs.CAUSES.",
+q_case_1 = _ShapesDiagnosis(
+    "Hang clinic, case 1",
+    "Run q_case_1.run(cl): a call on the ranks, with the hang report and torch's flight-recorder analysis "
+    "(and, where it tells something, the same call rerun with more time). Answer (rank, cause) for the rank whose "
+    "code must change, cause one of labcore.exercises.hangs.CAUSES, or (None, 'straggler') if no rank has a bug.",
     cause="mismatched shapes", default=Mystery("mismatched shapes", 3, [0, 1, 2]),
     case_kwargs=dict(length=8), timeout_s=3.0,
     hints=["Which ranks returned is a symptom of gloo's algorithm, not of who is wrong.",
@@ -227,10 +233,11 @@ q_shapes = _ShapesDiagnosis(
     wrong_examples=[(0, "mismatched shapes"), (3, "skipped collective"), (None, "straggler")],
 )
 
-q_skip = _SkipDiagnosis(
-    "Who hangs the all_reduce?",
-    "One rank's code is wrong. Run q_skip.run(cl) to see a hang report and torch's flight-recorder "
-    "analysis from the ranks, then answer (rank, cause), cause one of labcore.exercises.hangs.CAUSES.",
+q_case_2 = _SkipDiagnosis(
+    "Hang clinic, case 2",
+    "Run q_case_2.run(cl): a call on the ranks, with the hang report and torch's flight-recorder analysis "
+    "(and, where it tells something, the same call rerun with more time). Answer (rank, cause) for the rank whose "
+    "code must change, cause one of labcore.exercises.hangs.CAUSES, or (None, 'straggler') if no rank has a bug.",
     cause="skipped collective", default=Mystery("skipped collective", 2, [2]),
     case_kwargs={}, timeout_s=3.0,
     hints=["Most ranks are inside the same all_reduce. Which rank is not, and where is it?",
@@ -244,11 +251,11 @@ q_skip = _SkipDiagnosis(
     wrong_examples=[(0, "skipped collective"), (2, "crashed"), (2, "straggler"), (None, "straggler")],
 )
 
-q_straggler = _StragglerDiagnosis(
-    "Hang or straggler?",
-    "Run q_straggler.run(cl): a call that timed out, torch's flight-recorder analysis, and the same "
-    "call rerun with more time. Answer (rank, cause) for the rank whose code must change, or "
-    "(None, 'straggler') if no rank has a bug.",
+q_case_3 = _StragglerDiagnosis(
+    "Hang clinic, case 3",
+    "Run q_case_3.run(cl): a call on the ranks, with the hang report and torch's flight-recorder analysis "
+    "(and, where it tells something, the same call rerun with more time). Answer (rank, cause) for the rank whose "
+    "code must change, cause one of labcore.exercises.hangs.CAUSES, or (None, 'straggler') if no rank has a bug.",
     cause="straggler", default=Mystery("straggler", None, [], slow=3),
     case_kwargs=dict(delay_s=3.0), timeout_s=2.0,
     hints=["In the first run, where is the rank the others wait for: inside a collective, or not?",
@@ -260,3 +267,6 @@ q_straggler = _StragglerDiagnosis(
     correct_example=(None, "straggler"),
     wrong_examples=[(3, "skipped collective"), (3, "straggler"), (0, "mismatched ops")],
 )
+
+# the same questions under their earlier names
+q_shapes, q_skip, q_straggler = q_case_1, q_case_2, q_case_3

@@ -15,12 +15,11 @@ algbw from busbw: correct!
 from __future__ import annotations
 
 import math
-import numbers
 
-import numpy as np
-
-from labcore.exercises.core import Exercise, Incorrect, NotAttempted, ValueExercise, _holds_text, _is_blank
-from labcore.exercises.core import whole_number
+from labcore.exercises.answers import as_items, as_number, as_text, equal, holds_text, safe_repr, safe_str, type_name
+from labcore.exercises.answers import whole_number
+from labcore.exercises.core import Exercise, Incorrect, NotAttempted, ValueExercise, _is_blank
+from labcore.exercises.timing import learner_code
 
 __all__ = ["q_size", "q_algbw", "q_regressions", "nccl_tests_size"]
 
@@ -52,28 +51,29 @@ class _SizeExercise(Exercise):
 
     def _check(self, answer, **context):
         if not callable(answer):
-            raise Incorrect(f"expected a function size(op, count, nranks, itemsize), got {type(answer).__name__}.")
+            raise Incorrect(f"expected a function size(op, count, nranks, itemsize), got {type_name(answer)}.")
         for op, count, n, item in SIZE_CASES:
             case = f"op={op!r}, count={count}, nranks={n}, itemsize={item}"
             try:
-                got = answer(op, count, n, item)
+                got = learner_code(answer, op, count, n, item)
             except NotImplementedError:
                 raise NotAttempted()
             except Exception as err:
-                raise Incorrect(f"for {case} your function raised {type(err).__name__}: {err}")
+                raise Incorrect(f"for {case} your function raised {type_name(err)}: {safe_str(err)}")
             if _is_blank(got):
                 raise NotAttempted()
             want = nccl_tests_size(op, count, n, item)
-            if got == want:
+            if equal(got, want):
                 continue
             raise Incorrect(f"for {case} {_size_mistake(op, count, n, item, got)}")
         return f"({len(SIZE_CASES)} cases passed)"
 
 
-def _size_mistake(op, count, n, item, got) -> str:
+def _size_mistake(op, count, n, item, answer) -> str:
     """What a wrong size shows, without the right number."""
-    if isinstance(got, (bool, np.bool_)) or not isinstance(got, numbers.Real) or not math.isfinite(got):
-        return f"your function returned {got!r}: return a number of bytes."
+    got = as_number(answer)
+    if got is None or not math.isfinite(got):
+        return f"your function returned {safe_repr(answer)}: return a number of bytes."
     if op in CHUNKED and got == count * item:
         side = {"all_gather": "the gathered output", "reduce_scatter": "the input to be reduced",
                 "all_to_all": "the buffer with one share per peer"}[op]
@@ -110,14 +110,14 @@ class _AlgbwExercise(ValueExercise):
     """algbw from busbw, with feedback that says which way the answer is off, never by how much."""
 
     def _check(self, answer, **context):
-        if isinstance(answer, (str, bytes)):
-            raise Incorrect(f"answer with a number of GB/s, not the text {answer!r}.")
-        try:
-            value = float(answer)
-        except (TypeError, ValueError):
-            raise Incorrect(f"answer with a number of GB/s, not {type(answer).__name__} {answer!r}.")
+        if as_text(answer) is not None or issubclass(type(answer), bytes):
+            raise Incorrect(f"answer with a number of GB/s, not the text {safe_repr(answer)}.")
+        value = as_number(answer)
+        if value is None:
+            raise Incorrect(f"answer with a number of GB/s, not {type_name(answer)} {safe_repr(answer)}.")
+        value = float(value)
         if not math.isfinite(value) or value <= 0:
-            raise Incorrect(f"{answer!r} cannot be a bandwidth: answer with a positive number of GB/s.")
+            raise Incorrect(f"{safe_repr(answer)} cannot be a bandwidth: answer with a positive number of GB/s.")
         try:
             return super()._check(value, **context)
         except Incorrect as wrong:
@@ -184,15 +184,15 @@ class _GateExercise(Exercise):
         if _is_blank(answer):
             raise NotAttempted()
         table = self.result
-        if isinstance(answer, (str, bytes)) or not hasattr(answer, "__iter__"):
-            raise Incorrect(f"answer with a list of sizes in bytes, e.g. [1048576, 4194304]; got {answer!r}.")
-        try:
-            sizes = [whole_number(s) for s in answer]
-        except TypeError:
-            sizes = [None]
-        if None in sizes or _holds_text(list(answer)):
+        items = as_items(answer)
+        if items is None and issubclass(type(answer), (set, frozenset)):       # sizes in a set are sizes too
+            items = list((set if issubclass(type(answer), set) else frozenset).__iter__(answer))
+        if items is None:
+            raise Incorrect(f"answer with a list of sizes in bytes, e.g. [1048576, 4194304]; got {safe_repr(answer)}.")
+        sizes = [whole_number(s) for s in items]
+        if None in sizes or holds_text(items):
             raise Incorrect(f"answer with a list of sizes as whole numbers of bytes, e.g. [1048576, 4194304]; "
-                            f"got {answer!r}.")
+                            f"got {safe_repr(answer)}.")
         got = sorted(set(sizes))
         status = table.groupby("size")["status"].agg(set)
         want = sorted(int(s) for s, st in status.items() if "regression" in st)

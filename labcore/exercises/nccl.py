@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from labcore.exercises.core import CustomExercise, Incorrect, _holds_text, whole_number
+from labcore.exercises.answers import as_items, as_mapping, as_number, as_text, holds_text, whole_number
+from labcore.exercises.core import CustomExercise, Incorrect
 
 __all__ = ["q_channels", "q_transports", "q_slowest_hop", "q_p2p_disable", "q_payload", "q_small_channels",
            "H20_LOG", "H100_2NODE_LOG"]
@@ -76,18 +77,34 @@ q_channels = CustomExercise(
 HOPS = ((1, 0), (1, 3), (0, 2))
 
 
+def _hop(key):
+    """A dict key as the lab's own (src, dst) pair of ints, or None."""
+    items = as_items(key)
+    pair = tuple(whole_number(v) for v in items) if items is not None and len(items) == 2 else (None,)
+    return None if None in pair else pair
+
+
 def _norm(answer, hops):
-    if not isinstance(answer, dict):
+    pairs = as_mapping(answer)
+    if pairs is None:
         raise Incorrect("give a dict {(src, dst): 'P2P' | 'SHM' | 'NET'}.")
+    given = {}
+    for key, value in pairs:
+        hop = _hop(key)
+        if hop is not None:
+            given[hop] = value
     got = {}
     for hop in hops:
-        value = answer.get(hop)
+        value = given.get(hop)
         if value is None:
             raise Incorrect(f"your dict has no transport for hop {hop}; give one for each of {list(hops)}.")
-        value = str(value).strip().upper().split("/")[0]        # "NET/IB" as the log prints it is NET
-        if value not in TRANSPORTS:
-            raise Incorrect(f"{value!r} for hop {hop} is not one of P2P, SHM, NET.")
-        got[hop] = value
+        text = as_text(value)
+        if text is None:
+            raise Incorrect(f"the transport for hop {hop} is not a name: give 'P2P', 'SHM' or 'NET' (text).")
+        text = text.strip().upper().split("/")[0]        # "NET/IB" as the log prints it is NET
+        if text not in TRANSPORTS:
+            raise Incorrect(f"{text!r} for hop {hop} is not one of P2P, SHM, NET.")
+        got[hop] = text
     return got
 
 
@@ -109,8 +126,8 @@ def _check_transports(answer):
         if same and value == "NET":
             raise Incorrect(f"ranks {src} and {dst} share the host {_host(log, src)}; NCCL uses the network "
                             "inside a node only when nothing faster works. Read the 'via' of that hop's line.")
-        raise Incorrect(f"hop {src} -> {dst}: read the 'via ...' part of its 'Channel' lines again "
-                        "(SHM is host memory, used inside a node only when P2P is not possible).")
+        raise Incorrect(f"hop {src} -> {dst} is not {value}: read the 'via ...' part of its 'Channel' lines "
+                        "again.")
     return None
 
 
@@ -135,9 +152,8 @@ CANDIDATES = ((14, 13), (12, 4), (15, 13), (11, 9))
 
 
 def _check_slowest(answer):
-    hop = (tuple(whole_number(x) for x in answer) if isinstance(answer, (tuple, list)) and len(answer) == 2
-           else (None,))
-    if None in hop:
+    hop = _hop(answer) if issubclass(type(answer), (tuple, list)) else None
+    if hop is None:
         raise Incorrect("give the hop as a pair of rank numbers (src, dst).")
     if hop not in CANDIDATES:
         raise Incorrect(f"pick one of the hops {list(CANDIDATES)}.")
@@ -145,8 +161,8 @@ def _check_slowest(answer):
     kind = log.transport(*hop)
     if kind == "NET":
         return None
-    raise Incorrect(f"hop {hop[0]} -> {hop[1]} stays inside one node ({kind}, over NVLink): at hundreds of GB/s "
-                    "it is not what holds a ring back. Which of the hops leaves the node?")
+    raise Incorrect(f"hop {hop[0]} -> {hop[1]} is not the slowest of the four: look up each candidate's "
+                    "transport in the log (log.transport(src, dst)) and compare what each transport moves a second.")
 
 
 q_slowest_hop = CustomExercise(
@@ -167,8 +183,8 @@ def _check_p2p_disable(answer):
     if got[1, 0] == "P2P":
         raise Incorrect("NCCL_P2P_DISABLE=1 switches the P2P transport off, so 1 -> 0 cannot stay on P2P.")
     if got[1, 0] == "NET":
-        raise Incorrect("NCCL tries its transports in order (P2P, then SHM, then NET): inside a node the next "
-                        "one after P2P is not the network, unless NCCL_SHM_DISABLE=1 is set too.")
+        raise Incorrect("inside a node NCCL uses the network only when no transport that stays in the machine can "
+                        "connect the two GPUs; NCCL_P2P_DISABLE switches one of those off, not all of them.")
     if got[1, 3] != "NET":
         raise Incorrect("1 -> 3 crosses from one host to the other: host shared memory cannot reach another "
                         "machine, and the setting does not touch the network.")
@@ -191,19 +207,18 @@ q_p2p_disable = CustomExercise(
 
 # --- payload efficiency ------------------------------------------------------------------------
 def _check_payload(answer):
-    if not isinstance(answer, (tuple, list)) or len(answer) != 2 or _holds_text(answer):
+    items = as_items(answer) if issubclass(type(answer), (tuple, list)) else None
+    values = [as_number(x) for x in items] if items is not None and len(items) == 2 and not holds_text(items) else []
+    if len(values) != 2 or None in values:
         raise Incorrect("give two fractions in a tuple, in this order: (LL, LL128), e.g. (0.3, 0.8).")
-    try:
-        ll, ll128 = (float(x) for x in answer)
-    except (TypeError, ValueError):
-        raise Incorrect("give two fractions in a tuple, in this order: (LL, LL128), e.g. (0.3, 0.8).")
+    ll, ll128 = (float(v) for v in values)
     close = lambda a, b: math.isclose(a, b, rel_tol=5e-3)    # 0.94 is 120/128 rounded
     if close(ll, 0.5) and close(ll128, 120 / 128):
         return None
     if close(ll, 120 / 128) and close(ll128, 0.5):
         raise Incorrect("you have the two the wrong way round.")
     if ll > 1 or ll128 > 1:
-        raise Incorrect("a share is a fraction between 0 and 1 (50% is 0.5), not a percentage.")
+        raise Incorrect("a share is a fraction between 0 and 1 (25% is 0.25), not a percentage.")
     if math.isclose(ll, 1.0):
         raise Incorrect("LL is not 100% efficient: its lines carry flags as well as data. Count how many of "
                         "the 16 bytes of one LL line are flags.")
