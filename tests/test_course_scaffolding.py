@@ -110,19 +110,22 @@ def test_the_readme_lists_every_notebook():
         assert f"| `{path.stem}` |" in readme, path.stem
 
 
-def test_the_explorer_fits_an_800_pixel_window():
+@pytest.mark.parametrize("ranks, topology", [(8, "nvswitch8"), (32, "uniform"), (4, "ring")])
+def test_the_explorer_fits_an_800_pixel_window(ranks, topology):
     from labcore.viz.explorer import FLOW_HEIGHT, TIMELINE_HEIGHT, Explorer
 
-    ex = Explorer(ranks=16, nbytes=1 << 20, topology="nvswitch8")
+    ex = Explorer(ranks=ranks, nbytes=1 << 20, topology=topology)
     band, message, flow, timeline = ex.widget().children
     assert flow is ex.figure and timeline is ex.timeline
     assert ex.figure.layout.height == FLOW_HEIGHT and ex.timeline.layout.height <= TIMELINE_HEIGHT
     rows = band.children[0].children
     assert len(rows) == 3 and all(len(r.children) == 2 for r in rows)
     assert ex.numbers.value.count("<tr>") <= 4                   # the numbers beside the controls, not below
-    # three rows of controls (~34 px each), then both figures: under the ~700 px an 800 px window leaves
-    # below JupyterLab's menu, tabs and toolbar (1,430 px before)
-    assert 3 * 34 + FLOW_HEIGHT + TIMELINE_HEIGHT <= 700
+    # three rows of controls (~34 px each) beside the numbers, then both figures: under 800 px (1,430 before)
+    assert 3 * 34 + ex.figure.layout.height + ex.timeline.layout.height <= 800
+    font = ex.timeline.layout.yaxis.tickfont.size
+    rows_px = (ex.timeline.layout.height - 100) / len(ex.timeline.layout.yaxis.ticktext)
+    assert font <= rows_px or ex.timeline.layout.yaxis.showticklabels is False   # labels never overlap
 
 
 def test_the_coverage_table_covers_the_briefs_25_points_with_real_notebooks_and_exercises():

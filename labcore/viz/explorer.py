@@ -30,11 +30,11 @@ from labcore.viz.timeline import link_timeline
 __all__ = ["Explorer", "explore"]
 
 _SIZES = [1 << k for k in range(10, 31, 2)]     # 1 KiB .. 1 GiB
-# px: the controls (~100), the chunk flow and the timeline together stay under the ~700 px JupyterLab
-# leaves for a notebook in an 800 px window
-FLOW_HEIGHT = 360
-TIMELINE_HEIGHT = 220
-CONTROL_WIDTH = "250px"
+# px: the controls (~100), the chunk flow and the link timeline (12 px a link) of an 8-rank run stay
+# under 800 px together, instead of 1,430
+FLOW_HEIGHT = 340
+TIMELINE_ROW, TIMELINE_BASE, TIMELINE_HEIGHT = 12, 100, 340
+CONTROL_WIDTH = "230px"
 
 
 def _options_for(op: str, algorithm: str, ranks: int, topology) -> dict:
@@ -49,6 +49,19 @@ def _options_for(op: str, algorithm: str, ranks: int, topology) -> dict:
         return {"gpus_per_node": ranks // nodes}
     per_node = next((g for g in (4, 2, 3) if ranks % g == 0 and g < ranks), ranks)
     return {"gpus_per_node": per_node}
+
+
+def _compact_timeline(layout: dict) -> None:
+    """The link timeline at 12 px a link (at most :data:`TIMELINE_HEIGHT`); its labels shrink to fit,
+    and where a row is too thin to label, the hover still names the link."""
+    links = len(layout.get("yaxis", {}).get("ticktext", [])) or 1
+    height = min(TIMELINE_BASE + TIMELINE_ROW * links, TIMELINE_HEIGHT)
+    row_px = (height - TIMELINE_BASE) / links
+    layout["height"] = height
+    layout["margin"] = dict(t=36, b=40, r=20)
+    layout["title"] = dict(layout.get("title", {}), font={"size": 13})
+    layout["yaxis"] = dict(layout["yaxis"], tickfont={"size": max(7, min(10, row_px - 2))},
+                           showticklabels=row_px >= 8)
 
 
 class Explorer:
@@ -138,7 +151,7 @@ class Explorer:
             self.figure.layout = layout
         if self.timeline is not None:
             tl = link_timeline(trace).to_plotly_json()
-            tl["layout"]["height"] = min(tl["layout"].get("height", TIMELINE_HEIGHT), TIMELINE_HEIGHT)
+            _compact_timeline(tl["layout"])
             with self.timeline.batch_update():
                 self.timeline.data = []
                 self.timeline.add_traces(tl["data"])
@@ -188,15 +201,15 @@ class Explorer:
         pairs = [rows[i:i + 2] for i in range(0, len(rows), 2)]
         cells = "".join("<tr>" + "".join(f"<td style='padding-right:0.5em'>{k}</td><td style='padding-right:1.5em'>"
                                          f"<b>{v}</b></td>" for k, v in pair) + "</tr>" for pair in pairs)
-        return f"<table style='font-size:90%'>{cells}</table>"
+        return f"<table style='font-size:85%;white-space:nowrap;line-height:1.3'>{cells}</table>"
 
     # -- display -------------------------------------------------------------------------
     def widget(self) -> widgets.Widget:
         """The whole panel as one ipywidgets box, sized for a 1280 x 800 window.
 
         The controls sit in three short rows beside the numbers (about 100 px), above the chunk flow
-        (:data:`FLOW_HEIGHT`) and the link timeline (at most :data:`TIMELINE_HEIGHT`): all of it is seen
-        at once in the ~700 px JupyterLab leaves of an 800 px window.
+        (:data:`FLOW_HEIGHT`) and the link timeline (12 px a link, at most :data:`TIMELINE_HEIGHT`):
+        about 730 px for 8 ranks on an NVSwitch node, where it was 1,430.
         """
         c = self.controls
         for name in ("algorithm", "topology", "ranks", "size", "step"):
@@ -204,6 +217,7 @@ class Explorer:
             c[name].style = {"description_width": "72px"}
         rows = widgets.VBox([widgets.HBox([c["algorithm"], c["topology"]]), widgets.HBox([c["ranks"], c["size"]]),
                              widgets.HBox([c["play"], c["step"]])])
+        self.numbers.layout = widgets.Layout(flex="1 1 auto")
         band = widgets.HBox([rows, self.numbers], layout=widgets.Layout(align_items="flex-start", grid_gap="16px"))
         parts = [band, self.message, self.figure]
         if self.timeline is not None:
