@@ -7,7 +7,8 @@ simulator never pulls in torch:
 - ``labcore.bench``: the nccl-tests port (time, algbw, busbw, #wrong), and
   ``labcore.evidence``: what repeated sweeps show (the gate, drift, targets, rollouts);
 - ``labcore.sim``: the step-by-step simulator and its cost models (numpy only);
-- ``labcore.viz`` and ``labcore.exercises``: figures and checked exercises.
+- ``labcore.viz`` and ``labcore.exercises``: figures and checked exercises; ``labcore.course``:
+  the student release, grading and learners' progress (``lc.progress()``).
 
 Example
 -------
@@ -24,14 +25,14 @@ __version__ = "0.1.0"
 
 _SUBMODULES = {
     "live": "labcore.live", "bench": "labcore.bench", "evidence": "labcore.evidence", "sim": "labcore.sim",
-    "viz": "labcore.viz", "exercises": "labcore.exercises",
+    "viz": "labcore.viz", "exercises": "labcore.exercises", "course": "labcore.course",
 }
 _LIVE_NAMES = {
     "Cluster", "EngineCluster", "has_gpus", "rank_info", "device", "machine_summary",
     "ClusterError", "RankError", "RankDied", "CollectiveTimeout",
 }
 
-__all__ = sorted(set(_SUBMODULES) | _LIVE_NAMES | {"load_ipython_extension"})
+__all__ = sorted(set(_SUBMODULES) | _LIVE_NAMES | {"load_ipython_extension", "progress"})
 
 
 def __getattr__(name: str):
@@ -42,6 +43,16 @@ def __getattr__(name: str):
     if name in _LIVE_NAMES:
         return getattr(importlib.import_module("labcore.live"), name)
     raise AttributeError(f"module 'labcore' has no attribute {name!r}")
+
+
+def progress(path=None):
+    """This learner's progress, one row per notebook (every ``check()`` is recorded; see labcore.course).
+
+    >>> lc.progress()           # doctest: +SKIP
+    """
+    from labcore.course.tracking import progress as table
+
+    return table(path)
 
 
 def load_ipython_extension(ipython) -> None:

@@ -1,16 +1,17 @@
-"""``python -m labcore {bench,sim} ...``: the lab's command line."""
+"""``python -m labcore {bench,sim,course} ...``: the lab's command line."""
 from __future__ import annotations
 
 import os
 import signal
 import sys
 
-_USAGE = """usage: python -m labcore {bench,sim} ...
+_USAGE = """usage: python -m labcore {bench,sim,course} ...
 
   bench   measure a collective the way nccl-tests does (also under torchrun)
   sim     step through a collective algorithm on a simulated topology
+  course  the student release, nbgrader assignments and learners' progress
 
-Run `python -m labcore bench -h` or `python -m labcore sim -h` for the options."""
+Run `python -m labcore bench -h`, `... sim -h` or `... course -h` for the options."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,15 +20,17 @@ def main(argv: list[str] | None = None) -> int:
         print(_USAGE)
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
-    if command not in ("bench", "sim"):
+    if command not in ("bench", "sim", "course"):
         print(f"unknown command {command!r}\n\n{_USAGE}", file=sys.stderr)
         return 2
     try:
         # imported here, inside the try: the bench's first seconds are torch's import
         if command == "bench":
             from labcore.bench.cli import main as run
-        else:
+        elif command == "sim":
             from labcore.sim.cli import main as run
+        else:
+            from labcore.course.cli import main as run
         code = int(run(rest) or 0)
         sys.stdout.flush()          # inside the try: a closed pipe shows here, not at exit
         return code

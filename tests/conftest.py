@@ -91,3 +91,16 @@ def gloo_cluster():
     yield get
     for cl in made.values():
         cl.close()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _progress_in_a_temp_folder(tmp_path_factory):
+    """Every check() records the attempt (labcore.course): in the tests, into a temporary file, never the home."""
+    path = tmp_path_factory.mktemp("progress") / "progress.jsonl"
+    before = os.environ.get("LABCORE_PROGRESS")
+    os.environ["LABCORE_PROGRESS"] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop("LABCORE_PROGRESS", None)
+    else:
+        os.environ["LABCORE_PROGRESS"] = before

@@ -170,27 +170,30 @@ class Exercise:
 
     # -- what a learner calls -------------------------------------------------
     def check(self, answer: Any = _NOTHING, **context: Any) -> None:
-        """Check ``answer`` and print what is right or wrong (never raises)."""
-        print(self._evaluate(answer, context, caller_depth=2))
+        """Check ``answer`` and print what is right or wrong (never raises); the attempt is recorded."""
+        result = self._evaluate(answer, context, caller_depth=2)
+        print(result)
+        _course().record(self, result)
 
     def evaluate(self, answer: Any = _NOTHING, **context: Any) -> Result:
         """Like :meth:`check` but return the :class:`Result` instead of printing it."""
         return self._evaluate(answer, context, caller_depth=2)
 
     def hint(self, level: int = 1) -> None:
-        """Print hint number ``level`` (1 = gentlest)."""
-        if not self.hints:
+        """Print hint number ``level`` (1 = gentlest); in a course's student mode the last hint is off."""
+        hints = _course().visible_hints(self.hints)
+        if not hints:
             print(f"{self.title}: no hints for this one; try solution().")
             return
         level = max(1, int(level))
-        text = self.hints[min(level, len(self.hints)) - 1]
-        more = (f" (hint({level + 1}) says more)" if level < len(self.hints)
-                else " (that was the last hint; solution() shows the answer)")
-        print(f"{self.title}, hint {min(level, len(self.hints))} of {len(self.hints)}{more}:\n{text}")
+        text = hints[min(level, len(hints)) - 1]
+        more = (f" (hint({level + 1}) says more)" if level < len(hints)
+                else _course().last_hint_note())
+        print(f"{self.title}, hint {min(level, len(hints))} of {len(hints)}{more}:\n{text}")
 
     def solution(self) -> None:
-        """Print the worked solution."""
-        print(f"{self.title}, solution:\n{self._solution}")
+        """Print the worked solution (in a course's student mode, a line saying it is off)."""
+        print(_course().solution_text(self.title, self._solution))
 
     def question(self) -> None:
         """Print the question."""
@@ -241,6 +244,13 @@ class Exercise:
             return Result("incorrect", f"{self.title}: not quite. Your answer, {describe(answer)}, "
                           f"is not {self.expects}.")
         return Result("correct", f"{self.title}: correct!" + (f" {remark}" if remark else ""))
+
+
+def _course():
+    """The course's hooks (student mode, progress): the only place the framework reaches labcore.course."""
+    from labcore.course import hooks
+
+    return hooks
 
 
 class ValueExercise(Exercise):

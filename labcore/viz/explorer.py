@@ -30,6 +30,11 @@ from labcore.viz.timeline import link_timeline
 __all__ = ["Explorer", "explore"]
 
 _SIZES = [1 << k for k in range(10, 31, 2)]     # 1 KiB .. 1 GiB
+# px: the controls (~100), the chunk flow and the link timeline (12 px a link) of an 8-rank run stay
+# under 800 px together, instead of 1,430
+FLOW_HEIGHT = 340
+TIMELINE_ROW, TIMELINE_BASE, TIMELINE_HEIGHT = 12, 100, 340
+CONTROL_WIDTH = "230px"
 
 
 def _options_for(op: str, algorithm: str, ranks: int, topology) -> dict:
@@ -44,6 +49,19 @@ def _options_for(op: str, algorithm: str, ranks: int, topology) -> dict:
         return {"gpus_per_node": ranks // nodes}
     per_node = next((g for g in (4, 2, 3) if ranks % g == 0 and g < ranks), ranks)
     return {"gpus_per_node": per_node}
+
+
+def _compact_timeline(layout: dict) -> None:
+    """The link timeline at 12 px a link (at most :data:`TIMELINE_HEIGHT`); its labels shrink to fit,
+    and where a row is too thin to label, the hover still names the link."""
+    links = len(layout.get("yaxis", {}).get("ticktext", [])) or 1
+    height = min(TIMELINE_BASE + TIMELINE_ROW * links, TIMELINE_HEIGHT)
+    row_px = (height - TIMELINE_BASE) / links
+    layout["height"] = height
+    layout["margin"] = dict(t=36, b=40, r=20)
+    layout["title"] = dict(layout.get("title", {}), font={"size": 13})
+    layout["yaxis"] = dict(layout["yaxis"], tickfont={"size": max(7, min(10, row_px - 2))},
+                           showticklabels=row_px >= 8)
 
 
 class Explorer:
@@ -120,7 +138,7 @@ class Explorer:
             return
         self.message.value = ""
         self.trace = trace
-        spec = chunk_flow(trace).to_plotly_json()
+        spec = chunk_flow(trace, height=FLOW_HEIGHT).to_plotly_json()
         self._base = [dict(t) for t in spec["data"]]
         self._frames = spec["frames"]
         layout = dict(spec["layout"])
@@ -133,6 +151,7 @@ class Explorer:
             self.figure.layout = layout
         if self.timeline is not None:
             tl = link_timeline(trace).to_plotly_json()
+            _compact_timeline(tl["layout"])
             with self.timeline.batch_update():
                 self.timeline.data = []
                 self.timeline.add_traces(tl["data"])
@@ -178,16 +197,29 @@ class Explorer:
                 rows.append((f"alpha-beta closed form ({topo.ports}-port, no contention)", f"{closed * 1e6:.4g} us"))
             except (ValueError, TypeError):
                 pass                             # no closed form for this algorithm
-        cells = "".join(f"<tr><td style='padding-right:1em'>{k}</td><td><b>{v}</b></td></tr>" for k, v in rows)
-        return f"<table>{cells}</table>"
+        # two pairs a row: four short rows beside the controls instead of a tall column
+        pairs = [rows[i:i + 2] for i in range(0, len(rows), 2)]
+        cells = "".join("<tr>" + "".join(f"<td style='padding-right:0.5em'>{k}</td><td style='padding-right:1.5em'>"
+                                         f"<b>{v}</b></td>" for k, v in pair) + "</tr>" for pair in pairs)
+        return f"<table style='font-size:85%;white-space:nowrap;line-height:1.3'>{cells}</table>"
 
     # -- display -------------------------------------------------------------------------
     def widget(self) -> widgets.Widget:
-        """The whole panel as one ipywidgets box."""
+        """The whole panel as one ipywidgets box, sized for a 1280 x 800 window.
+
+        The controls sit in three short rows beside the numbers (about 100 px), above the chunk flow
+        (:data:`FLOW_HEIGHT`) and the link timeline (12 px a link, at most :data:`TIMELINE_HEIGHT`):
+        about 730 px for 8 ranks on an NVSwitch node, where it was 1,430.
+        """
         c = self.controls
-        left = widgets.VBox([c["algorithm"], c["topology"], c["ranks"], c["size"],
-                             widgets.HBox([c["play"], c["step"]]), self.numbers, self.message])
-        parts = [widgets.HBox([left]), self.figure]
+        for name in ("algorithm", "topology", "ranks", "size", "step"):
+            c[name].layout = widgets.Layout(width=CONTROL_WIDTH)
+            c[name].style = {"description_width": "72px"}
+        rows = widgets.VBox([widgets.HBox([c["algorithm"], c["topology"]]), widgets.HBox([c["ranks"], c["size"]]),
+                             widgets.HBox([c["play"], c["step"]])])
+        self.numbers.layout = widgets.Layout(flex="1 1 auto")
+        band = widgets.HBox([rows, self.numbers], layout=widgets.Layout(align_items="flex-start", grid_gap="16px"))
+        parts = [band, self.message, self.figure]
         if self.timeline is not None:
             parts.append(self.timeline)
         return widgets.VBox(parts)

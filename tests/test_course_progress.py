@@ -1,0 +1,176 @@
+"""Learners' progress: every check() is recorded in a small local file; a learner's table; the class view."""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+
+import pytest
+
+import labcore as lc
+from labcore.course import cli, tracking
+from labcore.course.catalog import NOTEBOOK_OF, all_exercises, exercise_name, notebook_of
+from labcore.exercises import ValueExercise
+from labcore.exercises.collectives import q_all_reduce, q_which
+from labcore.exercises.trees import q_tree_vs_ring
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def learner_file(tmp_path, monkeypatch):
+    path = tmp_path / "alice" / "progress.jsonl"
+    monkeypatch.setenv(tracking.ENV, str(path))
+    return path
+
+
+def test_the_suite_never_records_into_the_real_home():
+    path = tracking.progress_path()
+    assert path is not None and Path.home() / ".labcore" not in path.parents
+    assert ROOT not in path.resolve().parents
+
+
+def test_the_default_file_is_in_the_home_and_never_in_the_repository(monkeypatch):
+    monkeypatch.delenv(tracking.ENV)
+    assert tracking.progress_path() == Path.home() / ".labcore" / "progress.jsonl"
+    monkeypatch.setenv(tracking.ENV, "off")
+    assert tracking.progress_path() is None
+
+
+def test_every_check_records_exercise_notebook_status_and_time(learner_file, capsys):
+    q_all_reduce.check(3)
+    q_all_reduce.check(10)
+    q_which.check("reduce_scatter")
+    q_which.check()                          # not attempted: no attempt to record
+    q_which.evaluate("all_reduce")           # evaluate() is for tools (the grader): not recorded
+    rows = [json.loads(line) for line in learner_file.read_text().splitlines()]
+    assert [(r["exercise"], r["notebook"], r["status"]) for r in rows] == [
+        ("collectives.q_all_reduce", "01", "incorrect"), ("collectives.q_all_reduce", "01", "correct"),
+        ("collectives.q_which", "01", "correct")]
+    for r in rows:
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", r["time"]) and r["title"]
+    assert "correct!" in capsys.readouterr().out
+    assert list(learner_file.parent.iterdir()) == [learner_file]      # no temporary file left beside it
+
+
+def test_off_records_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv(tracking.ENV, "off")
+    q_all_reduce.check(10)
+    assert tracking.attempts() == [] and not list(tmp_path.iterdir())
+
+
+def test_the_file_keeps_only_the_latest_attempts(learner_file, monkeypatch, capsys):
+    monkeypatch.setattr(tracking, "MAX_ATTEMPTS", 5)
+    for answer in range(12):
+        q_all_reduce.check(answer)
+    rows = tracking.attempts()
+    assert len(rows) == 5 and [r["status"] for r in rows][-2:] == ["correct", "incorrect"]     # 10, then 11
+
+
+def test_a_failure_to_write_never_breaks_a_check(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "a file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(tracking.ENV, str(blocker / "progress.jsonl"))       # its folder cannot be made
+    q_all_reduce.check(10)
+    assert capsys.readouterr().out.strip() == "All-reduce by hand: correct!"
+
+
+def test_a_corrupt_or_foreign_file_is_read_around(learner_file, capsys):
+    learner_file.parent.mkdir(parents=True)
+    learner_file.write_text('not json\n{"status": "correct"}\n[1, 2]\n')
+    q_all_reduce.check(10)
+    assert [r["exercise"] for r in tracking.attempts()] == ["collectives.q_all_reduce"]
+
+
+def test_writers_at_once_lose_no_attempt(learner_file, capsys):
+    def answer_many():
+        for _ in range(25):
+            q_all_reduce.check(10)
+
+    threads = [threading.Thread(target=answer_many) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert len(tracking.attempts()) == 100
+
+
+def test_an_exercise_of_no_notebook_is_recorded_under_its_title(learner_file, capsys):
+    ValueExercise("Made up here", "1 + 1?", expected=2).check(2)
+    assert [(r["exercise"], r["notebook"]) for r in tracking.attempts()] == [("Made up here", "")]
+
+
+def test_the_learners_table_has_a_row_per_notebook(learner_file, capsys):
+    q_all_reduce.check(3)
+    q_all_reduce.check(10)
+    q_which.check("all_reduce")
+    q_tree_vs_ring.check(q_tree_vs_ring.correct_example)
+    table = lc.progress()
+    totals = {}
+    for notebook, _ in all_exercises().values():
+        totals[notebook] = totals.get(notebook, 0) + 1
+    assert table["exercises"].to_dict() == totals
+    assert table.loc["01", ["attempted", "passed", "attempts"]].tolist() == [2, 1, 3]
+    assert table.loc["03", ["attempted", "passed", "attempts"]].tolist() == [1, 1, 1]
+    assert table.loc["02", ["attempted", "passed", "attempts"]].tolist() == [0, 0, 0]
+    assert table.loc["01", "title"] == "collectives"
+
+
+def _learner(tmp_path, name, answers) -> Path:
+    path = tmp_path / name / "progress.jsonl"
+    rows = [dict(time="2026-12-01T10:00:00+00:00", notebook=nb, exercise=ex, title=ex, status=st, learner=name)
+            for nb, ex, st in answers]
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_the_class_view_merges_learners_files_into_a_table_and_a_plot(tmp_path):
+    files = [_learner(tmp_path, "ana", [("01", "collectives.q_all_reduce", "correct"),
+                                        ("01", "collectives.q_which", "incorrect"),
+                                        ("01", "collectives.q_which", "correct")]),
+             _learner(tmp_path, "ben", [("01", "collectives.q_which", "incorrect"),
+                                        ("03", "trees.q_tree_vs_ring", "correct")]),
+             _learner(tmp_path, "cy", [])]
+    table, fig = lc.course.class_view(files)
+    assert list(table.index) == ["ana", "ben", "cy"]
+    assert table.loc["ana", "01"] == 2 and table.loc["ben", "01"] == 0 and table.loc["ben", "03"] == 1
+    assert table["passed"].tolist() == [2, 1, 0] and table["attempts"].tolist() == [3, 2, 0]
+    heat = fig.data[0]
+    assert list(heat.y) == ["ana", "ben", "cy"] and heat.z[0][0] == pytest.approx(2 / table.attrs["exercises"]["01"])
+    assert fig.layout.height <= 800 and fig.layout.width is None          # fits 1280 x 800, takes the page width
+
+
+def test_forty_learners_still_fit_the_window(tmp_path):
+    files = {f"learner {i:02d}": _learner(tmp_path, f"l{i}", [("01", "collectives.q_which", "correct")])
+             for i in range(40)}
+    table, fig = lc.course.class_view(files)
+    assert len(table) == 40 and fig.layout.height <= 700
+
+
+def test_the_class_view_refuses_what_is_not_a_progress_file(tmp_path):
+    with pytest.raises(ValueError, match="not a progress file"):
+        lc.course.class_view([tmp_path / "missing.jsonl"])
+    with pytest.raises(ValueError, match="one or more"):
+        lc.course.class_view([])
+
+
+def test_the_command_line_prints_the_class_table_and_writes_the_plot(tmp_path, capsys):
+    files = [str(_learner(tmp_path, n, [("01", "collectives.q_which", "correct")])) for n in ("ana", "ben")]
+    assert cli.main(["progress", *files, "--plot", str(tmp_path / "class.html")]) == 0
+    out = capsys.readouterr().out
+    assert "ana" in out and "ben" in out and (tmp_path / "class.html").stat().st_size > 1000
+    assert cli.main(["progress", str(tmp_path / "nobody.jsonl")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_each_exercise_module_belongs_to_the_notebook_that_imports_it():
+    seen = {}
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            for module in re.findall(r"from labcore\.exercises\.(\w+) import q_", "".join(cell["source"])):
+                seen[module] = path.name[:2]
+    assert seen and all(NOTEBOOK_OF.get(m) == nb for m, nb in seen.items()), seen
+    for name, (notebook, q) in all_exercises().items():
+        assert exercise_name(q) == (name, notebook) and notebook == notebook_of("labcore.exercises." + name.split(".")[0])
