@@ -48,11 +48,13 @@ def exercise_name(exercise) -> tuple[str, str]:
     """
     key = id(exercise)
     if key not in _NAMES:
+        from labcore.exercises.core import Exercise
+
         for module_name, module in list(sys.modules.items()):
             if not module_name.startswith(PREFIX) or module is None:
                 continue
-            for var, value in list(vars(module).items()):
-                if value is exercise and var.startswith("q_"):
+            for var, value in _public_exercises(module, Exercise):
+                if value is exercise:
                     short = module_name[len(PREFIX):].split(".")[0]
                     _NAMES[key] = (f"{short}.{var}", notebook_of(module_name))
                     return _NAMES[key]
@@ -78,9 +80,13 @@ def all_exercises() -> dict[str, tuple[str, object]]:
 
 
 def _public_exercises(module, kind):
-    """(name, exercise) for the q_ names a module (or the package's modules) defines."""
-    seen = []
-    for name, value in vars(module).items():
-        if name.startswith("q_") and isinstance(value, kind):
+    """(name, exercise) for the q_ names a module (or the package's modules) defines; an alias of an
+    exercise (an old name kept for one release) is left out, the name in ``__all__`` order first."""
+    names = list(getattr(module, "__all__", ())) + list(vars(module))
+    seen, ids = [], set()
+    for name in dict.fromkeys(names):
+        value = getattr(module, name, None)
+        if name.startswith("q_") and isinstance(value, kind) and id(value) not in ids:
             seen.append((name, value))
+            ids.add(id(value))
     return seen
