@@ -93,8 +93,9 @@ def test_plain_dumps_read_and_analyse(tmp_path):
 
 # Where the package may run code it is handed: the worker runs the learner's own cells (eval/exec of the
 # cell's source) and the clusters pass calls and replies over their control pipes (cloudpickle). None of
-# them reads a file.
-_RUNS_CODE_ON_PURPOSE = {"live/worker.py", "live/cluster.py", "live/engines.py"}
+# them reads a file. A student release's exercise modules run their own compiled code, which ships inside the
+# installed package as a .pyc does (course/sealed.py), never a file a user hands the lab.
+_RUNS_CODE_ON_PURPOSE = {"live/worker.py", "live/cluster.py", "live/engines.py", "course/sealed.py"}
 
 
 def test_no_reader_in_the_package_unpickles_or_evals_a_file():
