@@ -9,7 +9,7 @@ import pytest
 from labcore.evidence.drift import control_table
 from labcore.evidence.latency import latency_summary
 from labcore.sim.ddp_step import predict_ddp_step
-from labcore.sim.pricing import cost_table
+from labcore.sim import price_steps
 from labcore.viz.control import control_chart
 from labcore.viz.evidence import cost_plot, interval_plot, percentile_plot
 
@@ -73,7 +73,7 @@ def test_percentile_plot_draws_an_unbounded_end_to_the_top():
 def test_cost_plot_stacks_waiting_on_compute():
     steps = [predict_ddp_step(1 << 30, "multinode", compute_s=0.02),
              predict_ddp_step(1 << 30, "multinode", compute_s=0.02, cap_bytes=1 << 20, first_cap_bytes=None)]
-    costs = cost_table(steps, 8.0, n_steps=100).assign(label=["25 MiB", "1 MiB"])
+    costs = price_steps(steps, 8.0, n_steps=100).assign(label=["25 MiB", "1 MiB"])
     fig = cost_plot(costs)
     _fits(fig)
     compute, waiting = fig.data

@@ -24,7 +24,7 @@ __all__ = ["q_hierarchical_bytes", "q_sharp_bytes", "q_nic_gbytes", "q_sharp_gai
 
 
 def _hier(size, nodes, gpus_per_node):
-    from labcore.sim.presets_scale import internode_bytes_per_gpu
+    from labcore.sim.scaleout import internode_bytes_per_gpu
 
     return internode_bytes_per_gpu("hierarchical", size, nodes, gpus_per_node)
 
@@ -163,9 +163,9 @@ q_nic_per_gpu = ValueExercise(
 def fastest_small_message(nodes: int = 64, nbytes: int = 8 << 10) -> str:
     """The fastest of ring, hierarchical and double_tree for ``nbytes`` on ``nodes`` DGX H100 nodes (simulated)."""
     import labcore.sim as sim
-    from labcore.sim.presets_scale import preset
+    from labcore.sim.presets import topology
 
-    topo = preset("dgx_h100_ib", nodes)
+    topo = topology("dgx_h100_ib", nodes=nodes)
     times = {a: sim.simulate("all_reduce", a, topo.ranks, nbytes, topology=topo, values=False).time_s
              for a in ("ring", "hierarchical", "double_tree")}
     return min(times, key=times.get)
@@ -189,13 +189,13 @@ def _small_message(answer) -> None:
 
 q_small_message = CustomExercise(
     "8 KiB on 64 nodes",
-    "On 64 DGX H100 nodes (512 GPUs; lc.sim.presets_scale.preset('dgx_h100_ib', 64)), which all-reduce is "
+    "On 64 DGX H100 nodes (512 GPUs; lc.sim.presets.topology('dgx_h100_ib', nodes=64)), which all-reduce is "
     "fastest for an 8 KiB message: 'ring', 'hierarchical' or 'double_tree'? Simulate with values=False.",
     checker=_small_message,
     expects="an algorithm's name as text",
     hints=["At 8 KiB the time is nearly all latency: count the steps each algorithm takes.",
            "A ring takes 2(n-1) steps; a tree about 2 log2(n)."],
-    solution="topo = lc.sim.presets_scale.preset('dgx_h100_ib', 64)\n"
+    solution="topo = lc.sim.presets.topology('dgx_h100_ib', nodes=64)\n"
              "{a: lc.sim.simulate('all_reduce', a, 512, 8192, topology=topo, values=False).time_s\n"
              " for a in ('ring', 'hierarchical', 'double_tree')}\n"
              "# the double binary tree: ~2 log2(n) latency-bound steps instead of the ring's 1022",
