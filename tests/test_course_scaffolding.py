@@ -120,9 +120,9 @@ def test_the_explorer_fits_an_800_pixel_window(ranks, topology):
     assert ex.figure.layout.height == FLOW_HEIGHT and ex.timeline.layout.height <= TIMELINE_HEIGHT
     rows = band.children[0].children
     assert len(rows) == 3 and all(len(r.children) == 2 for r in rows)
-    assert ex.numbers.value.count("<tr>") <= 4                   # the numbers beside the controls, not below
-    # three rows of controls (~34 px each) beside the numbers, then both figures: under 800 px (1,430 before)
-    assert 3 * 34 + ex.figure.layout.height + ex.timeline.layout.height <= 800
+    assert band.children[1] is ex.numbers and "font-size:85%" in ex.numbers.value   # beside the controls, small
+    # the numbers (7 rows of ~17 px) beside the controls, then both figures: under 800 px (1,430 before)
+    assert max(3 * 34, 7 * 17) + ex.figure.layout.height + ex.timeline.layout.height <= 800
     font = ex.timeline.layout.yaxis.tickfont.size
     rows_px = (ex.timeline.layout.height - 100) / len(ex.timeline.layout.yaxis.ticktext)
     assert font <= rows_px or ex.timeline.layout.yaxis.showticklabels is False   # labels never overlap

@@ -197,11 +197,9 @@ class Explorer:
                 rows.append((f"alpha-beta closed form ({topo.ports}-port, no contention)", f"{closed * 1e6:.4g} us"))
             except (ValueError, TypeError):
                 pass                             # no closed form for this algorithm
-        # two pairs a row: four short rows beside the controls instead of a tall column
-        pairs = [rows[i:i + 2] for i in range(0, len(rows), 2)]
-        cells = "".join("<tr>" + "".join(f"<td style='padding-right:0.5em'>{k}</td><td style='padding-right:1.5em'>"
-                                         f"<b>{v}</b></td>" for k, v in pair) + "</tr>" for pair in pairs)
-        return f"<table style='font-size:85%;white-space:nowrap;line-height:1.3'>{cells}</table>"
+        # small and tight, beside the controls: about as tall as their three rows
+        cells = "".join(f"<tr><td style='padding-right:0.8em'>{k}</td><td><b>{v}</b></td></tr>" for k, v in rows)
+        return f"<table style='font-size:85%;white-space:nowrap;line-height:1.15'>{cells}</table>"
 
     # -- display -------------------------------------------------------------------------
     def widget(self) -> widgets.Widget:
@@ -209,16 +207,16 @@ class Explorer:
 
         The controls sit in three short rows beside the numbers (about 100 px), above the chunk flow
         (:data:`FLOW_HEIGHT`) and the link timeline (12 px a link, at most :data:`TIMELINE_HEIGHT`):
-        about 730 px for 8 ranks on an NVSwitch node, where it was 1,430.
+        about 750 px for 8 ranks on an NVSwitch node, where it was 1,430.
         """
         c = self.controls
         for name in ("algorithm", "topology", "ranks", "size", "step"):
             c[name].layout = widgets.Layout(width=CONTROL_WIDTH)
             c[name].style = {"description_width": "72px"}
         rows = widgets.VBox([widgets.HBox([c["algorithm"], c["topology"]]), widgets.HBox([c["ranks"], c["size"]]),
-                             widgets.HBox([c["play"], c["step"]])])
-        self.numbers.layout = widgets.Layout(flex="1 1 auto")
-        band = widgets.HBox([rows, self.numbers], layout=widgets.Layout(align_items="flex-start", grid_gap="16px"))
+                             widgets.HBox([c["play"], c["step"]])], layout=widgets.Layout(flex="0 0 auto"))
+        self.numbers.layout = widgets.Layout(flex="1 1 auto", margin="0 0 0 24px")
+        band = widgets.HBox([rows, self.numbers], layout=widgets.Layout(align_items="flex-start"))
         parts = [band, self.message, self.figure]
         if self.timeline is not None:
             parts.append(self.timeline)
