@@ -93,14 +93,33 @@ def gloo_cluster():
         cl.close()
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _progress_in_a_temp_folder(tmp_path_factory):
-    """Every check() records the attempt (labcore.course): in the tests, into a temporary file, never the home."""
-    path = tmp_path_factory.mktemp("progress") / "progress.jsonl"
-    before = os.environ.get("LABCORE_PROGRESS")
-    os.environ["LABCORE_PROGRESS"] = str(path)
-    yield path
-    if before is None:
-        os.environ.pop("LABCORE_PROGRESS", None)
-    else:
-        os.environ["LABCORE_PROGRESS"] = before
+_PROGRESS_DIR: list = []   # [the session's folder, LABCORE_PROGRESS as it was]
+
+
+def pytest_configure(config):
+    """Every check() records the attempt (labcore.course): in the tests, into a temporary file, never the
+    home. Set at start-up, not in a fixture, so nbval's kernels (which no fixture reaches) inherit it too."""
+    import tempfile
+
+    _PROGRESS_DIR[:] = [tempfile.mkdtemp(prefix="labcore-test-progress-"), os.environ.get("LABCORE_PROGRESS")]
+    os.environ["LABCORE_PROGRESS"] = os.path.join(_PROGRESS_DIR[0], "progress.jsonl")
+
+
+def pytest_unconfigure(config):
+    import shutil
+
+    if _PROGRESS_DIR:
+        folder, before = _PROGRESS_DIR
+        shutil.rmtree(folder, ignore_errors=True)
+        if before is None:
+            os.environ.pop("LABCORE_PROGRESS", None)
+        else:
+            os.environ["LABCORE_PROGRESS"] = before
+
+
+@pytest.fixture(scope="session")
+def progress_file():
+    """The file this test session's checks record into."""
+    from pathlib import Path
+
+    return Path(os.environ["LABCORE_PROGRESS"])
