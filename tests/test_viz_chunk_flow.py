@@ -111,7 +111,7 @@ def test_still_freezes_a_step():
         still(fig, 6)
 
 
-@pytest.mark.live
+@pytest.mark.live            # kaleido renders in a browser process of its own
 @pytest.mark.browser
 def test_renders_a_frame_to_a_png_that_is_not_blank(tmp_path):
     """Renders through kaleido and the machine's Chromium; checks pixels vary (not a blank page)."""
