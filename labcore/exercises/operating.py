@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from labcore.exercises.answers import as_items, as_mapping, as_text, type_name
 from labcore.exercises.core import CustomExercise, FunctionExercise, Incorrect, ValueExercise
 
 __all__ = ["ITEMS", "STAGES", "VERDICTS", "Rule", "CANDIDATE_RULES", "rules_table", "STACKS", "GAPS", "HARMS",
@@ -30,19 +31,24 @@ __all__ = ["ITEMS", "STAGES", "VERDICTS", "Rule", "CANDIDATE_RULES", "rules_tabl
 
 
 def _as_mapping(answer, keys, values, what: str) -> dict:
-    """The learner's {key: value} answer, checked for shape (not for being right)."""
-    if not isinstance(answer, dict):
+    """The learner's {key: value} answer, read as the lab's own strings and checked for shape (not
+    for being right); no method of the answer decides it."""
+    pairs = as_mapping(answer)
+    if pairs is None:
         raise Incorrect(f"answer with a dict {{{what}}}, one entry per key of the table above; "
-                        f"you gave {type(answer).__name__}.")
-    missing, extra = sorted(set(keys) - set(answer)), sorted(set(answer) - set(keys))
+                        f"you gave {type_name(answer)}.")
+    got = {as_text(k): as_text(v) for k, v in pairs}
+    if None in got:
+        raise Incorrect("the dict's keys are the table's keys, as strings.")
+    missing, extra = sorted(set(keys) - set(got)), sorted(set(got) - set(keys))
     if extra:
         raise Incorrect(f"{extra} are not keys of the table; use its keys exactly.")
     if missing:
         raise Incorrect(f"{len(missing)} key(s) have no answer yet: {missing}.")
-    odd = sorted(k for k, v in answer.items() if v not in values)
+    odd = sorted(k for k, v in got.items() if v not in values)
     if odd:
         raise Incorrect(f"the answers for {odd} are not one of {sorted(values)}.")
-    return answer
+    return got
 
 
 # -- (1) what the system does reliably, what needs judgement ----------------------------------------
@@ -267,14 +273,25 @@ def rules_table(rules: dict, measured: dict, today: _dt.date | None = None) -> p
     return pd.DataFrame(rows, index=list(rules))
 
 
-def _check_rules(answer):
-    if isinstance(answer, str) or not isinstance(answer, (list, tuple, set, frozenset)):
-        raise Incorrect(f"answer with a list of keys of CANDIDATE_RULES (strings); you gave "
-                        f"{type(answer).__name__}.")
-    picked = set(answer)
-    unknown = sorted(str(k) for k in picked - set(CANDIDATE_RULES))
+def _picked_keys(answer) -> set:
+    """The keys in a list, tuple or set of strings, read with the base types' own methods."""
+    kind = type(answer)
+    items = (list(set.__iter__(answer)) if issubclass(kind, set) else
+             list(frozenset.__iter__(answer)) if issubclass(kind, frozenset) else as_items(answer))
+    if items is None:
+        raise Incorrect(f"answer with a list of keys of CANDIDATE_RULES (strings); you gave {type_name(answer)}.")
+    keys = [as_text(k) for k in items]
+    if None in keys:
+        raise Incorrect(f"the list holds something that is not a string ({type_name(items[keys.index(None)])}); "
+                        "answer with the keys of CANDIDATE_RULES.")
+    unknown = sorted(set(keys) - set(CANDIDATE_RULES))
     if unknown:
         raise Incorrect(f"{unknown} are not keys of CANDIDATE_RULES.")
+    return set(keys)
+
+
+def _check_rules(answer):
+    picked = _picked_keys(answer)
     want = {k for k, r in CANDIDATE_RULES.items() if r.operable()}
     lacking = {"cannot be measured": lambda r: not r.metric or r.limit is None, "has no owner": lambda r: not r.owner,
                "is never reviewed": lambda r: not r.review_days}
