@@ -211,8 +211,8 @@ def test_a_protocol_the_algorithm_cannot_use_is_named():
 
 @pytest.mark.live
 @pytest.mark.parametrize("argv,message", [
-    (["all_reduce", "--size", "nan"], "cannot read size 'nan'"),
-    (["all_reduce", "--size", "-5"], "cannot read size '-5'"),
+    (["all_reduce", "--size", "nan"], "size 'nan' must be a finite, non-negative number"),
+    (["all_reduce", "--size", "-5"], "size '-5' must be a finite, non-negative number"),
     (["all_reduce", "-n", "0"], "must be at least 1"),
     (["all_reduce", "--algo", "tree", "--pipeline", "1000000"], "pipeline must be a whole number"),
     (["all_reduce", "-n", "1024", "--size", "1G"], "--no-values"),

@@ -30,7 +30,12 @@ def _alive(pids):
     return alive
 
 
-def _wait_until(predicate, within):
+# How long cleanup may take: a bound, not a speed goal (a busy 2-core machine takes seconds to reap
+# a kernel's ranks); the waits return as soon as the predicate holds.
+GRACE = 60.0
+
+
+def _wait_until(predicate, within=GRACE):
     deadline = time.monotonic() + within
     while not predicate() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -79,11 +84,11 @@ def test_killing_the_kernel_mid_cell_takes_every_process_and_folder_with_it(kern
     kc.execute("def busy():\n    import subprocess, time\n    subprocess.Popen(['sleep', '300'])\n"
                "    time.sleep(300)\ncl.run(busy)\n")
     kernel_pid = km.provisioner.process.pid
-    assert _wait_until(lambda: len(_descendants(kernel_pid)) >= 9, 30)  # 4 ranks, 4 sleeps, forkserver
+    assert _wait_until(lambda: len(_descendants(kernel_pid)) >= 9)  # 4 ranks, 4 sleeps, forkserver
     victims = _descendants(kernel_pid)
     os.kill(kernel_pid, signal.SIGKILL)
-    assert _wait_until(lambda: not _alive(victims), 5.0), [psutil.Process(p).cmdline() for p in _alive(victims)]
-    assert _wait_until(lambda: _ours(scratch) == [], 5.0), _ours(scratch)
+    assert _wait_until(lambda: not _alive(victims)), [psutil.Process(p).cmdline() for p in _alive(victims)]
+    assert _wait_until(lambda: _ours(scratch) == []), _ours(scratch)
 
 
 def test_interrupting_a_cell_stops_the_call_and_the_next_cell_works(kernel):
@@ -119,5 +124,5 @@ def test_shutdown_and_restart_leave_nothing_on_disk(kernel, how):
         kc.wait_for_ready(timeout=120)
     else:
         km.shutdown_kernel(now=False)
-    assert _wait_until(lambda: not _alive(pids), 10.0)
-    assert _wait_until(lambda: _ours(scratch) == [], 5.0), _ours(scratch)
+    assert _wait_until(lambda: not _alive(pids))
+    assert _wait_until(lambda: _ours(scratch) == []), _ours(scratch)
