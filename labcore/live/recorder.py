@@ -93,6 +93,7 @@ __all__ = ["record", "Recorder", "Recording", "combine", "record_cell", "FR_ENV"
 
 FR_ENV = {"TORCH_FR_BUFFER_SIZE": "2000"}
 """Environment that keeps the flight recorder on (pass to ``lc.Cluster(n, env=FR_ENV)``)."""
+_GLOO_SCOPE_GRACE_S = 0.05      # see Recorder.__exit__
 
 # c10d's dtype names in flight-recorder entries -> bytes per element
 _ITEMSIZE = {"Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2,
@@ -282,6 +283,10 @@ class Recorder:
             torch.cuda.synchronize()      # every kernel launched in the block has ended, so the profile has it
             major, minor = torch.cuda.get_device_capability()
             self._sm = 10 * major + minor
+        else:
+            # gloo wakes the waiter of a finished collective before its worker thread closes the run's
+            # profiler scope; a moment's grace keeps the block's last collective in the profile
+            time.sleep(_GLOO_SCOPE_GRACE_S)
         self._profile = _stop_profiler()
         import torch.distributed as dist
         from torch.distributed.distributed_c10d import _world
