@@ -2,8 +2,9 @@
 
 Each question is a case from :mod:`labcore.exercises.hang_cases` with the culprit
 hidden. ``q.run(cluster)`` runs it live on the ranks, with the flight recorder on,
-and prints what a person on call would have: the lab's hang report, torch's
-flight-recorder analysis and, for the slow case, a rerun with more time. The
+and prints what a person on call would have: the lab's hang report (each rank's state,
+without the first line, which names who diverged), torch's flight-recorder analysis and,
+for the slow case, a rerun with more time. The
 answer is ``(rank, cause)`` with a cause from :data:`CAUSES`, or
 ``(None, "straggler")`` when no rank has a bug.
 
@@ -80,12 +81,14 @@ def _check_cluster(cluster) -> None:
 
 
 def _evidence(fa, case) -> list[str]:
-    """What the learner reads: the hang report and the flight recorder, without the lab's verdict,
+    """What the learner reads: the hang report's per-rank states and the flight recorder, each
+    without the lab's verdict (the report's first line names who diverged, which is the answer),
     and with the case's function (whose name is its cause) called ``train_step``."""
     parts = []
     if fa.error is not None:
-        parts.append(f"The call raised {type(fa.error).__name__}:\n{fa.error.report}"
-                     if hasattr(fa.error, "report") else f"The call raised {type(fa.error).__name__}: {fa.error}")
+        report = getattr(fa.error, "report", None)
+        parts.append(f"The call raised {type(fa.error).__name__}:\n{report.describe(verdict=False)}"
+                     if report is not None else f"The call raised {type(fa.error).__name__}: {fa.error}")
     parts.append(fa.describe(verdict=False))
     return [re.sub(rf"\b{case.__name__}\b", "train_step", part) for part in parts]
 
