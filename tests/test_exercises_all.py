@@ -48,6 +48,15 @@ def clusters():
 
 # What the live checks say about their examples: the right answer's remark, and each mistake's own message.
 FEEDBACK = [
+    (dp.q_start, dp.broadcast_start, "All 4 ranks hold rank 0's 6 parameters and 3 buffers, bit for bit. The same on "
+                                     "3 and 5 ranks."),
+    (dp.q_start, dpm._start_parameters_only, "the buffers 1.running_mean, 1.running_var, 1.num_batches_tracked still "
+                                             "differ"),
+    (dp.q_start, dpm._start_averaged, "the mean of all ranks' starting values"),
+    (dp.q_start, dpm._start_own_source, "different sources for the same broadcast (rank 0 src=0, rank 1 src=1"),
+    (dp.q_start, dpm._start_from_last, "every rank holds rank 3's starting parameters"),
+    (dp.q_start, dpm._start_into_copies, "ranks 1, 2, 3 still hold the parameters they started with"),
+    (dp.q_start, dpm._start_reseeded, "made anew or changed on every rank, rank 0 included"),
     (dp.q_average, dp.allreduce_per_parameter, "match single-process training"),
     (dp.q_average, dpm._no_divide, "4 times too large"),
     (dp.q_average, dpm._params_not_grads, "What has to agree before the optimizer step is the gradient"),
@@ -370,7 +379,7 @@ def _returns(hostile):
 
 HOSTILE_IDS = ["always-equal", "raising-repr", "hostile", "float-liar", "list-liar", "text-liar", "dict-of-liars",
                "pair-of-liars", "list-of-hostiles"]
-LIVE = {"Ring all-reduce, live", "Average the gradients", "Gradients in buckets", "Overlap communication with backward",
+LIVE = {"Ring all-reduce, live", "Start every replica from rank 0's model", "Average the gradients", "Gradients in buckets", "Overlap communication with backward",
         "Gradient accumulation", "A sharded optimizer step", "A ZeRO-3 layer", "The row-parallel layer"}
 
 
