@@ -18,6 +18,7 @@ from labcore.exercises import data_parallel as dp
 from labcore.exercises import ring
 from labcore.exercises import sharding as sh
 from labcore.exercises.core import _NOTHING
+from labcore.exercises.live import LiveExercise
 from labcore.exercises.data_parallel import mistakes as dpm
 from labcore.exercises.ring import mistakes as rgm
 from labcore.exercises.sharding import mistakes as shm
@@ -379,8 +380,8 @@ def _returns(hostile):
 
 HOSTILE_IDS = ["always-equal", "raising-repr", "hostile", "float-liar", "list-liar", "text-liar", "dict-of-liars",
                "pair-of-liars", "list-of-hostiles"]
-LIVE = {"Ring all-reduce, live", "Start every replica from rank 0's model", "Average the gradients", "Gradients in buckets", "Overlap communication with backward",
-        "Gradient accumulation", "A sharded optimizer step", "A ZeRO-3 layer", "The row-parallel layer"}
+# the exercises whose checks run the learner's code on live ranks
+LIVE = {p.values[0].title for p in EXERCISES if isinstance(p.values[0], LiveExercise)}
 
 
 def _hostile_verdict(exercise, answer):
