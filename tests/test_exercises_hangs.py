@@ -29,13 +29,13 @@ def _status(q, answer):
 @pytest.fixture
 def analyses(monkeypatch):
     """The flight analyses a question's run made (the hang report is their ``error.report``)."""
-    seen, real = [], flight.record
+    seen, real = [], flight.capture
 
     def spy(*args, **kwargs):
         seen.append(real(*args, **kwargs))
         return seen[-1]
 
-    monkeypatch.setattr(flight, "record", spy)
+    monkeypatch.setattr(flight, "capture", spy)
     return seen
 
 

@@ -117,7 +117,7 @@ class _Diagnosis(Exercise):
         _check_cluster(cluster)
         rank = random.Random(seed).randrange(1, cluster.world_size)
         case = hang_cases.CASES[self.cause]
-        fa = flight.record(cluster, case, culprit=rank, timeout=self.timeout_s, **self.case_kwargs)
+        fa = flight.capture(cluster, case, culprit=rank, timeout=self.timeout_s, **self.case_kwargs)
         finished = list(getattr(getattr(fa.error, "report", None), "finished", []))
         self.mystery = Mystery(self.cause, rank, finished, evidence=_evidence(fa, case), live=True)
         print(self.mystery)
@@ -196,7 +196,7 @@ class _StragglerDiagnosis(_Diagnosis):
         _check_cluster(cluster)
         slow = random.Random(seed).randrange(1, cluster.world_size)
         delay = self.case_kwargs["delay_s"]
-        fa = flight.record(cluster, hang_cases.straggler, culprit=slow, delay_s=delay, timeout=self.timeout_s)
+        fa = flight.capture(cluster, hang_cases.straggler, culprit=slow, delay_s=delay, timeout=self.timeout_s)
         finished = list(getattr(getattr(fa.error, "report", None), "finished", []))
         start = time.monotonic()
         results = cluster.call(hang_cases.straggler, kwargs=dict(culprit=slow, delay_s=delay),
