@@ -18,6 +18,7 @@ from labcore.exercises import data_parallel as dp
 from labcore.exercises import ring
 from labcore.exercises import sharding as sh
 from labcore.exercises.core import _NOTHING
+from labcore.exercises.live import LiveExercise
 from labcore.exercises.data_parallel import mistakes as dpm
 from labcore.exercises.ring import mistakes as rgm
 from labcore.exercises.sharding import mistakes as shm
@@ -48,6 +49,15 @@ def clusters():
 
 # What the live checks say about their examples: the right answer's remark, and each mistake's own message.
 FEEDBACK = [
+    (dp.q_start, dp.broadcast_start, "All 4 ranks hold rank 0's 6 parameters and 3 buffers, bit for bit. The same on "
+                                     "3 and 5 ranks."),
+    (dp.q_start, dpm._start_parameters_only, "the buffers 1.running_mean, 1.running_var, 1.num_batches_tracked still "
+                                             "differ"),
+    (dp.q_start, dpm._start_averaged, "the mean of all ranks' starting values"),
+    (dp.q_start, dpm._start_own_source, "different sources for the same broadcast (rank 0 src=0, rank 1 src=1"),
+    (dp.q_start, dpm._start_from_last, "every rank holds rank 3's starting parameters"),
+    (dp.q_start, dpm._start_into_copies, "ranks 1, 2, 3 still hold the parameters they started with"),
+    (dp.q_start, dpm._start_reseeded, "made anew or changed on every rank, rank 0 included"),
     (dp.q_average, dp.allreduce_per_parameter, "match single-process training"),
     (dp.q_average, dpm._no_divide, "4 times too large"),
     (dp.q_average, dpm._params_not_grads, "What has to agree before the optimizer step is the gradient"),
@@ -370,8 +380,8 @@ def _returns(hostile):
 
 HOSTILE_IDS = ["always-equal", "raising-repr", "hostile", "float-liar", "list-liar", "text-liar", "dict-of-liars",
                "pair-of-liars", "list-of-hostiles"]
-LIVE = {"Ring all-reduce, live", "Average the gradients", "Gradients in buckets", "Overlap communication with backward",
-        "Gradient accumulation", "A sharded optimizer step", "A ZeRO-3 layer", "The row-parallel layer"}
+# the exercises whose checks run the learner's code on live ranks
+LIVE = {p.values[0].title for p in EXERCISES if isinstance(p.values[0], LiveExercise)}
 
 
 def _hostile_verdict(exercise, answer):

@@ -1,5 +1,5 @@
 """Notebook 09's exercises: run live on 4 gloo ranks, right answers pass, each known mistake fails
-with its own message, the truth never leaks into the feedback."""
+with its own message, the truth never leaks into the feedback nor into the evidence shown."""
 import numpy as np
 import pytest
 
@@ -26,10 +26,37 @@ def _status(q, answer):
     return q.evaluate(answer)
 
 
-def test_shapes_live(cl, capsys):
+@pytest.fixture
+def analyses(monkeypatch):
+    """The flight analyses a question's run made (the hang report is their ``error.report``)."""
+    seen, real = [], flight.capture
+
+    def spy(*args, **kwargs):
+        seen.append(real(*args, **kwargs))
+        return seen[-1]
+
+    monkeypatch.setattr(flight, "capture", spy)
+    return seen
+
+
+def _leaves_the_answer_out(shown: str, fa, culprit) -> None:
+    """The evidence has every rank's state but neither verdict: not the hang report's first line
+    (which names who diverged), nor the lab's reading of the flight recorder."""
+    report = fa.error.report
+    if culprit is not None:  # the verdict would have given the answer away
+        assert f"rank {culprit}" in report.headline.lower()
+    assert report.headline.lower() not in shown.lower()
+    assert "culprit" not in shown.lower() and "majority reading" not in shown
+    assert f"finished: {report.finished or 'none'}" in shown
+    for rank in report.stuck:
+        assert f"  rank {rank}: " in shown
+
+
+def test_shapes_live(cl, capsys, analyses):
     hangs.q_shapes.run(cl, seed=1)
     m = hangs.q_shapes.mystery
     shown = capsys.readouterr().out
+    _leaves_the_answer_out(shown, analyses[0], m.culprit)
     assert m.live and "CollectiveTimeout" in shown and "SIZE_OR_SYNTAX_MISMATCH" in shown
     # the evidence is torch's and the hang report's, not the lab's verdict, nor the case's name
     assert "majority reading" not in shown and "mismatched_shapes" not in shown and "train_step" in shown
@@ -43,9 +70,10 @@ def test_shapes_live(cl, capsys):
     assert _status(hangs.q_shapes, (m.culprit, "wrong order")).status == "incorrect"
 
 
-def test_skip_live(cl):
+def test_skip_live(cl, capsys, analyses):
     hangs.q_skip.run(cl, seed=2)
     m = hangs.q_skip.mystery
+    _leaves_the_answer_out(capsys.readouterr().out, analyses[0], m.culprit)
     assert m.finished == [m.culprit]
     assert _status(hangs.q_skip, (m.culprit, "skipped collective")).status == "correct"
     waiting = next(r for r in range(4) if r != m.culprit)
@@ -54,10 +82,12 @@ def test_skip_live(cl):
     assert "More time would not help" in _status(hangs.q_skip, (m.culprit, "straggler")).message
 
 
-def test_straggler_live(cl, capsys):
+def test_straggler_live(cl, capsys, analyses):
     hangs.q_straggler.run(cl, seed=3)
     m = hangs.q_straggler.mystery
     shown = capsys.readouterr().out
+    _leaves_the_answer_out(shown, analyses[0], None)
+    assert f"rank {m.slow}" in analyses[0].error.report.headline  # the slow one, which the learner must find
     assert "Rerun with timeout" in shown and "every rank returned" in shown
     assert "majority reading" not in shown and "straggler" not in shown.lower()
     assert m.culprit is None and m.slow in (1, 2, 3)

@@ -1,6 +1,7 @@
 """Exercises of notebooks 05 and 06 on live ranks, beyond their examples (each right answer and each
 mistake, with its own message, is checked once, in test_exercises_all.py): other right answers,
-value questions, starter code, hangs, the bytes question's setup and the bucket layouts."""
+value questions, starter code, hangs, a broadcast without one source, the bytes question's setup and the
+bucket layouts."""
 import pytest
 import torch.distributed as dist
 
@@ -26,9 +27,27 @@ def _launch_divide_first(bucket):
     return dist.all_reduce(bucket, async_op=True)
 
 
+def _start_with_ddp(model):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    DDP(model)                                      # DDP broadcasts rank 0's parameters and buffers when built
+
+
+def _start_state_dict(model):
+    for t in model.state_dict().values():           # the state dict's tensors are the model's own
+        dist.broadcast(t, 0)
+
+
+def _start_as_objects(model):
+    box = [model.state_dict()]
+    dist.broadcast_object_list(box, src=0)
+    model.load_state_dict(box[0])
+
+
 OTHER_RIGHT_ANSWERS = [
     (dp.q_overlap, (_launch_future, dp._finish_wait)),
     (dp.q_overlap, (_launch_divide_first, dpm._finish_no_divide)),
+    (dp.q_start, _start_with_ddp), (dp.q_start, _start_state_dict), (dp.q_start, _start_as_objects),
 ]
 
 
@@ -98,11 +117,23 @@ class _Unwritten:
 
 
 @pytest.mark.parametrize("exercise, starter", [
-    (dp.q_average, _unwritten), (dp.q_buckets, _unwritten), (dp.q_overlap, (_unwritten, _unwritten)),
+    (dp.q_start, _unwritten), (dp.q_average, _unwritten), (dp.q_buckets, _unwritten), (dp.q_overlap, (_unwritten, _unwritten)),
     (dp.q_accumulate, _unwritten), (sh.q_sharded_step, _unwritten), (sh.q_zero3_layer, _Unwritten),
     (sh.q_row_parallel, _unwritten), (sh.q_padding, _unwritten)])
 def test_starter_code_is_not_attempted(exercise, starter):
     assert exercise.evaluate(starter).status == "not attempted"
+
+
+def _start_from_parity(model):
+    for t in model.state_dict().values():
+        dist.broadcast(t, src=dist.get_rank() % 2)  # two camps of ranks, each naming its own source
+
+
+def test_a_broadcast_whose_ranks_name_different_sources_is_stopped_not_waited_for():
+    result = dp.q_start.evaluate(_start_from_parity, timeout=8)
+    assert result.status == "incorrect" and "rank 1 src=1, rank 2 src=0" in result.message, result.message
+    assert "did not finish" not in result.message
+    assert dp.q_start.evaluate(dp.broadcast_start).status == "correct"      # the ranks are fine afterwards
 
 
 def _rank0_skips(model):

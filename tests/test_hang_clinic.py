@@ -46,7 +46,7 @@ def cl():
 def _record(cl, case, **kwargs):
     """Run a case with the flight recorder; check the bound, the old ranks' exit and the temp dir."""
     before_dirs, pids = _fr_dirs(), cl.pids
-    fa = flight.record(cl, case, **kwargs)
+    fa = flight.capture(cl, case, **kwargs)
     assert fa.elapsed_s < TIMEOUT + MARGIN_S
     assert _fr_dirs() <= before_dirs, "flight-recorder dumps left on disk"
     if fa.error is not None:
@@ -160,7 +160,7 @@ def test_flight_record_checks_its_input_before_running():
     with lc.Cluster(2, backend="gloo", timeout=5, show_output=False) as plain:
         pids = plain.pids
         with pytest.raises(ValueError, match="TORCH_FR_BUFFER_SIZE"):
-            flight.record(plain, hc.straggler)
+            flight.capture(plain, hc.straggler)
         assert plain.pids == pids  # nothing ran, nothing restarted
 
 
@@ -170,7 +170,7 @@ def test_flight_record_checks_its_input_before_running():
 ])
 def test_flight_record_rejects_bad_times(cl, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        flight.record(cl, hc.straggler, **kwargs)
+        flight.capture(cl, hc.straggler, **kwargs)
 
 
 def test_analyze_checks_its_input(tmp_path):

@@ -112,7 +112,7 @@ def test_ranks_record_refuses_names_that_break_the_cell(line, message):
 
 
 class _FlightStandIn:
-    """Answers flight.record's checks; its call notes the dump folder and fails as a dead rank would."""
+    """Answers flight.capture's checks; its call notes the dump folder and fails as a dead rank would."""
 
     env = {"TORCH_FR_BUFFER_SIZE": "1000"}
     timeout = 5.0
@@ -126,19 +126,35 @@ class _FlightStandIn:
         raise ClusterError("rank 1 died")
 
 
-def test_flight_record_checks_its_function_and_keeps_dumps_where_a_sweep_finds_them():
+def test_flight_capture_checks_its_function_and_keeps_dumps_where_a_sweep_finds_them():
     from labcore.live import flight
 
     with pytest.raises(TypeError, match="needs the function to run on every rank"):
-        flight.record(_FlightStandIn(), 5)
+        flight.capture(_FlightStandIn(), 5)
     with pytest.raises(TypeError, match="runs on a cluster"):
-        flight.record(None, print)
+        flight.capture(None, print)
     stand_in = _FlightStandIn()
-    result = flight.record(stand_in, print)
+    result = flight.capture(stand_in, print)
     assert str(result.error) == "rank 1 died" and result.missing == [0, 1]
     # in a run folder of this process (swept by the next cluster if the notebook is killed), gone now
     assert os.path.basename(stand_in.folder).startswith(f"labcore-{os.getpid()}-")
     assert not os.path.exists(stand_in.folder)
+
+
+def test_flight_record_is_capture_under_its_old_name_and_warns_once(monkeypatch):
+    import warnings
+
+    from labcore.live import flight
+
+    monkeypatch.setattr(flight, "_warned_record", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = flight.record(_FlightStandIn(), print)        # forwarded to capture
+        with pytest.raises(TypeError, match="flight.capture runs on a cluster"):
+            flight.record(None, print)
+    assert str(result.error) == "rank 1 died"
+    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert len(deprecations) == 1 and "use labcore.live.flight.capture" in str(deprecations[0].message)
 
 
 def test_env_and_output_limit_checks_name_the_entry():

@@ -70,7 +70,7 @@ def test_the_tuner_refuses_what_it_cannot_price():
     with pytest.raises(ValueError, match="channels must be a whole number from 1 to 64"):
         tuner.ring_pipeline("all_reduce", 1 << 20, m, channels=0)
     with pytest.raises(TypeError, match="sizes must be a list of byte counts"):
-        tuner.sweep("all_reduce", m, "abc")
+        tuner.cost_sweep("all_reduce", m, "abc")
     with pytest.raises(TypeError, match="graphs DataFrame"):
         tuner.graphs_from_log("Pattern 4, crossNic 0, nChannels 12")
 
@@ -103,7 +103,7 @@ def test_a_machine_is_checked_when_it_is_made(change, error, message):
     with pytest.raises(error, match=message):
         replace(tuner.MACHINES["dgx_h100"], **change)
     with pytest.raises(ValueError, match="bw_intra must be a finite number"):
-        tuner.Graph(4, float("nan"))
+        tuner.TopoGraph(4, float("nan"))
 
 
 def _measured():
@@ -197,12 +197,12 @@ def test_a_topology_that_cannot_carry_data_in_finite_time_is_refused(make, error
         make(sim.topologies)
 
 
-def test_sim_sweep_takes_numpy_numbers_and_refuses_empty_axes():
-    assert len(sim.sweep("all_reduce", "ring", np.int64(4), np.float64(1024))) == 1
+def test_simulate_sizes_takes_numpy_numbers_and_refuses_empty_axes():
+    assert len(sim.simulate_sizes("all_reduce", "ring", np.int64(4), np.float64(1024))) == 1
     with pytest.raises(ValueError, match="sizes is empty"):
-        sim.sweep("all_reduce", "ring", 4, [])
+        sim.simulate_sizes("all_reduce", "ring", 4, [])
     with pytest.raises(TypeError, match="topology is a preset name"):
-        sim.sweep("all_reduce", "ring", 4, 1024, topology=5)
+        sim.simulate_sizes("all_reduce", "ring", 4, 1024, topology=5)
 
 
 def test_sim_cli_into_a_closed_pipe_ends_quietly():

@@ -2,8 +2,9 @@
 
 Each question is a case from :mod:`labcore.exercises.hang_cases` with the culprit
 hidden. ``q.run(cluster)`` runs it live on the ranks, with the flight recorder on,
-and prints what a person on call would have: the lab's hang report, torch's
-flight-recorder analysis and, for the slow case, a rerun with more time. The
+and prints what a person on call would have: the lab's hang report (each rank's state,
+without the first line, which names who diverged), torch's flight-recorder analysis and,
+for the slow case, a rerun with more time. The
 answer is ``(rank, cause)`` with a cause from :data:`CAUSES`, or
 ``(None, "straggler")`` when no rank has a bug.
 
@@ -80,12 +81,14 @@ def _check_cluster(cluster) -> None:
 
 
 def _evidence(fa, case) -> list[str]:
-    """What the learner reads: the hang report and the flight recorder, without the lab's verdict,
+    """What the learner reads: the hang report's per-rank states and the flight recorder, each
+    without the lab's verdict (the report's first line names who diverged, which is the answer),
     and with the case's function (whose name is its cause) called ``train_step``."""
     parts = []
     if fa.error is not None:
-        parts.append(f"The call raised {type(fa.error).__name__}:\n{fa.error.report}"
-                     if hasattr(fa.error, "report") else f"The call raised {type(fa.error).__name__}: {fa.error}")
+        report = getattr(fa.error, "report", None)
+        parts.append(f"The call raised {type(fa.error).__name__}:\n{report.describe(verdict=False)}"
+                     if report is not None else f"The call raised {type(fa.error).__name__}: {fa.error}")
     parts.append(fa.describe(verdict=False))
     return [re.sub(rf"\b{case.__name__}\b", "train_step", part) for part in parts]
 
@@ -114,7 +117,7 @@ class _Diagnosis(Exercise):
         _check_cluster(cluster)
         rank = random.Random(seed).randrange(1, cluster.world_size)
         case = hang_cases.CASES[self.cause]
-        fa = flight.record(cluster, case, culprit=rank, timeout=self.timeout_s, **self.case_kwargs)
+        fa = flight.capture(cluster, case, culprit=rank, timeout=self.timeout_s, **self.case_kwargs)
         finished = list(getattr(getattr(fa.error, "report", None), "finished", []))
         self.mystery = Mystery(self.cause, rank, finished, evidence=_evidence(fa, case), live=True)
         print(self.mystery)
@@ -193,7 +196,7 @@ class _StragglerDiagnosis(_Diagnosis):
         _check_cluster(cluster)
         slow = random.Random(seed).randrange(1, cluster.world_size)
         delay = self.case_kwargs["delay_s"]
-        fa = flight.record(cluster, hang_cases.straggler, culprit=slow, delay_s=delay, timeout=self.timeout_s)
+        fa = flight.capture(cluster, hang_cases.straggler, culprit=slow, delay_s=delay, timeout=self.timeout_s)
         finished = list(getattr(getattr(fa.error, "report", None), "finished", []))
         start = time.monotonic()
         results = cluster.call(hang_cases.straggler, kwargs=dict(culprit=slow, delay_s=delay),

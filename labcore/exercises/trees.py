@@ -42,7 +42,7 @@ q_binomial_rounds = FunctionExercise(
 
 
 def _nccl_parent(rank: int, n: int) -> int:
-    from labcore.sim.trees import nccl_tree_parents
+    from labcore.sim.tree_shapes import nccl_tree_parents
 
     return nccl_tree_parents(n)[rank]
 

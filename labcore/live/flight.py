@@ -10,11 +10,11 @@ all ranks to find the first collective the ranks disagree on.
 torch 2.13's gloo records the same entries but (checked in the lab) writes no dump
 when its own timeout fires, and leaves the dump's group table (``pg_config``)
 empty, which fr_trace needs to know which ranks belong to which group. So
-:func:`record` runs a function on every rank with a small watchdog thread that
+:func:`capture` runs a function on every rank with a small watchdog thread that
 dumps the buffer once the call has run ``dump_after_s`` (and again whenever it
 changes, and at the end), with the group table filled in from
 ``torch.distributed``; then it runs torch's analyzer on the dumps. The dumps live
-in a run folder of the notebook (``labcore-<pid>-*``) that is removed before :func:`record`
+in a run folder of the notebook (``labcore-<pid>-*``) that is removed before :func:`capture`
 returns, or by the next cluster's sweep if the notebook died.
 
 Dumps are untrusted input. A dump is a pickle, and unpickling runs whatever code a crafted
@@ -31,7 +31,7 @@ Example
 >>> from labcore.live import flight
 >>> from labcore.exercises import hang_cases
 >>> with lc.Cluster(4, backend="gloo", timeout=3, env=flight.ENV) as cl:   # doctest: +SKIP
-...     fa = flight.record(cl, hang_cases.skipped_collective, culprit=2)
+...     fa = flight.capture(cl, hang_cases.skipped_collective, culprit=2)
 >>> fa.culprits                                                               # doctest: +SKIP
 [2]
 """
@@ -44,12 +44,13 @@ import os
 import pickle
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 
 from labcore.live import scratch
 from labcore.live.errors import ClusterError
 
-__all__ = ["ENV", "PREFIX", "MAX_DUMP_BYTES", "FlightAnalysis", "record", "analyze", "dump", "load_dump"]
+__all__ = ["ENV", "PREFIX", "MAX_DUMP_BYTES", "FlightAnalysis", "capture", "analyze", "dump", "load_dump"]
 
 #: The cluster environment that turns the recorder on (entries kept per rank).
 ENV = {"TORCH_FR_BUFFER_SIZE": "1000"}
@@ -407,7 +408,7 @@ def _run_fr_trace(files: dict[int, str], traces: dict[int, dict]) -> tuple[str, 
     return text.strip(), list(db.collectives)
 
 
-def record(cluster, fn, *args, dump_after_s: float = 0.5, timeout: float | None = None,
+def capture(cluster, fn, *args, dump_after_s: float = 0.5, timeout: float | None = None,
            stacks: bool = False, **kwargs) -> FlightAnalysis:
     """Run ``fn(*args, **kwargs)`` on every rank with the flight recorder dumping; analyse the dumps.
 
@@ -436,9 +437,9 @@ def record(cluster, fn, *args, dump_after_s: float = 0.5, timeout: float | None 
         a failing call is what the recorder is for, so it is not re-raised.
     """
     if not callable(getattr(cluster, "call", None)):
-        raise TypeError(f"flight.record runs on a cluster (lc.Cluster(n, env=flight.ENV)), not {type(cluster).__name__}")
+        raise TypeError(f"flight.capture runs on a cluster (lc.Cluster(n, env=flight.ENV)), not {type(cluster).__name__}")
     if not callable(fn):
-        raise TypeError(f"flight.record needs the function to run on every rank, not {type(fn).__name__}")
+        raise TypeError(f"flight.capture needs the function to run on every rank, not {type(fn).__name__}")
     env_size = getattr(cluster, "env", {}).get("TORCH_FR_BUFFER_SIZE", "")
     if not env_size.isdigit() or int(env_size) < 1:
         raise ValueError("the flight recorder needs TORCH_FR_BUFFER_SIZE on the ranks: create the "
@@ -466,3 +467,18 @@ def record(cluster, fn, *args, dump_after_s: float = 0.5, timeout: float | None 
     result.error = error
     result.elapsed_s = time.monotonic() - start
     return result
+
+
+_warned_record = False
+
+
+def record(*args, **kwargs) -> FlightAnalysis:
+    """Deprecated (kept for one release): :func:`capture`, renamed so that it is not mistaken for
+    :func:`labcore.live.recorder.record`, the collective recorder. Warns once, then forwards."""
+    global _warned_record
+    if not _warned_record:
+        _warned_record = True
+        warnings.warn("labcore.live.flight.record is deprecated: use labcore.live.flight.capture (the same "
+                      "function; labcore.live.recorder.record is the collective recorder)", DeprecationWarning,
+                      stacklevel=2)
+    return capture(*args, **kwargs)

@@ -5,7 +5,7 @@
 - :func:`percentile_plot`: p50 and p99 under each condition with their distribution-free
   intervals (``labcore.evidence.latency.latency_summary``), an unbounded end drawn as an arrow;
 - :func:`cost_plot`: dollars per run of steps, compute beside the communication it waited for
-  (``labcore.sim.pricing.cost_table``).
+  (``labcore.sim.price_steps``).
 """
 from __future__ import annotations
 
@@ -95,14 +95,14 @@ def percentile_plot(summary: pd.DataFrame, *, unit: str = "us", title: str | Non
 
 
 def cost_plot(costs: pd.DataFrame, *, label: str = "label", title: str | None = None) -> go.Figure:
-    """Dollars for the priced steps of ``costs`` (``labcore.sim.pricing.cost_table``), one bar each:
+    """Dollars for the priced steps of ``costs`` (``labcore.sim.price_steps``), one bar each:
     the compute, and on top the communication the step waited for.
 
     ``label`` names the column that tells the rows apart (add one, e.g. "multinode, 25 MiB").
     """
     missing = sorted({label, "usd", "usd_waiting"} - set(costs.columns))
     if missing:
-        raise ValueError(f"the cost table lacks {missing}: pass labcore.sim.pricing.cost_table(...) with a "
+        raise ValueError(f"the cost table lacks {missing}: pass labcore.sim.price_steps(...) with a "
                          f"{label!r} column naming each row")
     n = costs.attrs.get("n_steps", "")
     fig = go.Figure()

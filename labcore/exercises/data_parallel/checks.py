@@ -9,8 +9,8 @@ from labcore.exercises.answers import as_items, as_number, as_text, safe_repr, t
 from labcore.exercises.core import Incorrect, NotAttempted, _is_blank
 from labcore.exercises.data_parallel.reference import (
     CHECK_STEPS, DEEP_GRAD_BYTES, LR, PER_RANK, OverlappedBuckets, _accumulate, _finish_wait, _flat, _launch_async,
-    _sgd, allreduce_buckets, allreduce_per_parameter, buckets_of, loss_fn, make_model, recorded_loop,
-    reference_params, train,
+    _sgd, allreduce_buckets, allreduce_per_parameter, broadcast_start, buckets_of, loss_fn, make_model,
+    recorded_loop, reference_params, start_model, train,
 )
 from labcore.exercises.live import LIMIT_S, on_every_size, warm_up
 
@@ -79,6 +79,128 @@ def _compare(results: list, world_size: int, what: str = "your gradient averagin
     err = float((got[0] - reference_params(world_size)[0]).abs().max())
     raise Incorrect(f"the ranks agree with each other, but after {CHECK_STEPS} steps their parameters differ from "
                     f"single-process training on the whole batch by up to {err:.3g}.")
+
+
+# (0) every rank starts from rank 0's model
+class _SourcesDiffer(Exception):
+    """Raised on every rank by a watched broadcast whose ranks named different sources."""
+
+    def __init__(self, sources: list):
+        super().__init__(f"sources {sources}")
+        self.sources = sources
+
+
+@contextlib.contextmanager
+def _same_source_broadcasts():
+    """While inside: before each ``dist.broadcast`` the ranks compare the source they name (an
+    all-gather of it) and, where they differ, all raise :class:`_SourcesDiffer` instead of
+    entering a broadcast that would never complete (each rank sends, none receives)."""
+    import operator
+
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+
+    real, gather = c10d.broadcast, c10d.all_gather
+
+    def broadcast(tensor, *args, **kwargs):
+        src = kwargs.get("src", args[0] if args else None)
+        group = kwargs.get("group", args[1] if len(args) > 1 else None)
+        group_src = kwargs.get("group_src", args[3] if len(args) > 3 else None)
+        try:
+            named = [operator.index(src if src is not None else group_src), int(src is None)]
+        except TypeError:
+            return real(tensor, *args, **kwargs)          # no source, or not a rank: torch's own error
+        mine = torch.tensor(named, dtype=torch.int64)
+        everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
+        gather(everyone, mine, group=group)
+        if any(not torch.equal(e, everyone[0]) for e in everyone):
+            raise _SourcesDiffer([int(e[0]) for e in everyone])
+        return real(tensor, *args, **kwargs)
+
+    saved = dist.broadcast, c10d.broadcast
+    dist.broadcast = c10d.broadcast = broadcast
+    try:
+        yield
+    finally:
+        dist.broadcast, c10d.broadcast = saved
+
+
+def _start_and_sync(sync):
+    """On every rank: build :func:`start_model` from this rank's own seed, run ``sync(model)``, and
+    return the model's state afterwards (parameters and buffers by name), or the sources the ranks
+    named when they did not agree on one."""
+    import torch.distributed as dist
+
+    model = start_model(seed=dist.get_rank())
+    try:
+        with _same_source_broadcasts():
+            sync(model)
+    except _SourcesDiffer as differ:
+        return {"sources": differ.sources}
+    return {"state": {name: t.detach().clone() for name, t in model.state_dict().items()}}
+
+
+def _check_start(answer, cluster=None, world_size: int = 4, timeout: float = LIMIT_S):
+    if not callable(answer):
+        raise Incorrect("pass your function, e.g. q_start.check(sync_start, cluster=cl).")
+
+    def check_one(cl):
+        results = _run_check(cl, _start_and_sync, answer, reference=broadcast_start, timeout=timeout)
+        return _start_on(results, cl.world_size)
+    return _on_every_size(cluster, world_size, check_one)
+
+
+def _start_on(results: list, world_size: int) -> str:
+    """Compare every rank's state with rank 0's starting one; name the known mistakes."""
+    import torch
+
+    sources = next((r["sources"] for r in results if "sources" in r), None)
+    if sources is not None:
+        named = ", ".join(f"rank {r} src={s}" for r, s in enumerate(sources))
+        raise Incorrect(f"the ranks named different sources for the same broadcast ({named}). Every rank must "
+                        "pass the same arguments to a collective: a rank that believes it is the source sends and "
+                        "waits for no one, the others wait for a source that never sends to them, and the call "
+                        "never completes (the check stopped it before it began).")
+    got = [r["state"] for r in results]
+    model = start_model(0)
+    params = [name for name, _ in model.named_parameters()]
+    buffers = [name for name, _ in model.named_buffers()]
+    start = [{name: t.detach() for name, t in start_model(r).state_dict().items()} for r in range(world_size)]
+
+    def same(a, b, names):
+        return all(torch.equal(a[k], b[k]) for k in names)
+
+    if all(same(g, start[0], params + buffers) for g in got):
+        return (f"All {world_size} ranks hold rank 0's {len(params)} parameters and {len(buffers)} buffers, "
+                "bit for bit.")
+    agree = all(same(g, got[0], params) for g in got)
+    if agree and same(got[0], start[0], params):
+        off = [k for k in buffers if not all(torch.equal(g[k], start[0][k]) for g in got)]
+        raise Incorrect(f"every rank holds rank 0's parameters, but the buffers {', '.join(off)} still differ from "
+                        "rank 0's. BatchNorm's running statistics are model state too: no gradient updates them and "
+                        "model.eval() uses them, so replicas that differ there answer differently.")
+    if agree:
+        def combined(divide):
+            return all(torch.allclose(got[0][k], sum(s[k] for s in start) / divide, rtol=1e-12, atol=1e-12)
+                       for k in params)
+        if combined(world_size) or combined(1):
+            kind = "mean" if combined(world_size) else "sum"
+            raise Incorrect(f"every rank holds the same parameters, but they are the {kind} of all ranks' starting "
+                            "values, a model that no rank started from; rank 0's own values are lost.")
+        other = next((r for r in range(1, world_size) if same(got[0], start[r], params)), None)
+        if other is not None:
+            raise Incorrect(f"every rank holds rank {other}'s starting parameters, not rank 0's.")
+        raise Incorrect("every rank holds the same parameters, but not the ones rank 0 started with: they were "
+                        "made anew or changed on every rank, rank 0 included.")
+    kept = [r for r in range(1, world_size) if same(got[r], start[r], params)]
+    if kept:
+        raise Incorrect(f"{'rank' if len(kept) == 1 else 'ranks'} {', '.join(map(str, kept))} still "
+                        f"{'holds' if len(kept) == 1 else 'hold'} the parameters {'it' if len(kept) == 1 else 'they'} "
+                        "started with: your code did not write into the model's own tensors there (did it write "
+                        "into a copy?).")
+    spread = max(float((g[k].double() - got[0][k].double()).abs().max()) for g in got for k in params)
+    raise Incorrect(f"after your code the ranks' parameters still differ from each other (by up to {spread:.3g}).")
 
 
 # (1) one all-reduce per parameter

@@ -10,6 +10,63 @@ from labcore.exercises.data_parallel.reference import (
 )
 
 
+def _start_parameters_only(model):
+    import torch
+    import torch.distributed as dist
+
+    with torch.no_grad():
+        for p in model.parameters():                      # the BatchNorm buffers are left as they were
+            dist.broadcast(p, src=0)
+
+
+def _start_averaged(model):
+    import torch
+    import torch.distributed as dist
+
+    with torch.no_grad():
+        for t in [*model.parameters(), *model.buffers()]:
+            dist.all_reduce(t)                            # every rank equal, but equal to the mean
+            if t.is_floating_point():
+                t /= dist.get_world_size()
+
+
+def _start_own_source(model):
+    import torch
+    import torch.distributed as dist
+
+    with torch.no_grad():
+        for t in [*model.parameters(), *model.buffers()]:
+            dist.broadcast(t, src=dist.get_rank())        # each rank names itself as the source
+
+
+def _start_from_last(model):
+    import torch
+    import torch.distributed as dist
+
+    with torch.no_grad():
+        for t in [*model.parameters(), *model.buffers()]:
+            dist.broadcast(t, src=dist.get_world_size() - 1)
+
+
+def _start_into_copies(model):
+    import torch.distributed as dist
+
+    for t in [*model.parameters(), *model.buffers()]:
+        dist.broadcast(t.detach().clone(), src=0)         # the copy gets rank 0's values, the model does not
+
+
+def _start_reseeded(model):
+    import torch
+
+    torch.manual_seed(0)                                   # the same seed everywhere: equal, but not rank 0's
+    with torch.no_grad():
+        for module in model.modules():
+            if hasattr(module, "reset_parameters"):
+                module.reset_parameters()
+            if hasattr(module, "reset_running_stats"):
+                module.reset_running_stats()
+
+
 def _no_divide(model):
     import torch.distributed as dist
 

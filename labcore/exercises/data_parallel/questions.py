@@ -1,6 +1,7 @@
 """Notebook 05's exercises: prompts, hints and solutions, with the checks, the right answer and
 the mistakes each is tested with.
 
+- :data:`q_start`: before the first step, make every rank hold rank 0's parameters and buffers;
 - :data:`q_average`: average gradients with one all-reduce per parameter;
 - :data:`q_buckets`: the same with flattened buckets;
 - :data:`q_overlap`: launch and finish buckets from gradient hooks;
@@ -19,16 +20,45 @@ from labcore.exercises.data_parallel.mistakes import (
     _buckets_first_to_last, _buckets_never_over_cap, _divide_by_four, _divide_by_n_minus_1, _drop_last_bucket,
     _finish_divide_by_four, _finish_divide_first, _finish_no_divide, _finish_no_wait, _launch_blocking,
     _launch_blocking_handle, _launch_waits, _launch_waits_on_future, _launch_waits_walrus, _no_divide,
-    _one_bucket, _one_flat_all_reduce, _params_not_grads,
+    _one_bucket, _one_flat_all_reduce, _params_not_grads, _start_averaged, _start_from_last, _start_into_copies,
+    _start_own_source, _start_parameters_only, _start_reseeded,
 )
 from labcore.exercises.data_parallel.checks import (
-    _check_accumulate, _check_average, _check_buckets, _check_ddp_bytes, _check_overlap,
+    _check_accumulate, _check_average, _check_buckets, _check_ddp_bytes, _check_overlap, _check_start,
 )
 from labcore.exercises.data_parallel.reference import (
     DEEP_GRAD_BYTES, _accumulate, _finish_wait, _launch_async, allreduce_buckets, allreduce_per_parameter,
+    broadcast_start,
 )
 
-__all__ = ["q_average", "q_buckets", "q_overlap", "q_accumulate", "q_ddp_bytes"]
+__all__ = ["q_start", "q_average", "q_buckets", "q_overlap", "q_accumulate", "q_ddp_bytes"]
+
+
+q_start = LiveExercise(
+    "Start every replica from rank 0's model",
+    "Every rank builds the model from its own random seed (dp.start_model(seed=rank): an MLP with a "
+    "BatchNorm layer). Write sync_start(model): it runs on every rank before the first training step and "
+    "must leave every rank's model holding exactly rank 0's values, its parameters and its buffers (BatchNorm's "
+    "running statistics), in the model's own tensors. Check it with q_start.check(sync_start, cluster=cl): "
+    "it runs on the cluster's ranks, then on 3 and 5.",
+    checker=_check_start,
+    hints=["One rank's tensors must reach every other rank unchanged: which collective of notebook 01 does "
+           "exactly that?",
+           "model.parameters() are not all of the model's state: model.buffers() holds the rest. Write into "
+           "each tensor in place, under torch.no_grad().",
+           "For every t in [*model.parameters(), *model.buffers()]: dist.broadcast(t, src=0), the same src on "
+           "every rank."],
+    solution="def sync_start(model):\n"
+             "    with torch.no_grad():\n"
+             "        for t in [*model.parameters(), *model.buffers()]:\n"
+             "            dist.broadcast(t, src=0)\n"
+             "# labcore.exercises.data_parallel.broadcast_start is the same; DDP does it when it is built\n"
+             "# (_sync_module_states, packing the tensors into buckets first).",
+    correct_example=broadcast_start,
+    wrong_examples=[_start_parameters_only, _start_averaged, _start_own_source, _start_from_last,
+                    _start_into_copies, _start_reseeded],
+    expects="a function of the model",
+)
 
 
 q_average = LiveExercise(

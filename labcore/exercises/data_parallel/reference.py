@@ -6,6 +6,8 @@ communication keeps the copies equal. The pieces, each a reference beside torch'
 - :func:`make_model`, :func:`global_batch`, :func:`local_batch`: one deterministic model and
   data, so that every check can compare against single-process training on the whole batch;
 - :func:`replicas_differ`: how far the ranks' parameters are from rank 0's (the drift demo);
+  :func:`start_model`, a model with buffers that each rank builds from its own seed, and
+  :func:`broadcast_start`, which makes every rank hold rank 0's copy of it (DDP's first step);
 - three ways to average gradients: :func:`allreduce_per_parameter`, :func:`allreduce_buckets`
   (flattened buckets) and :class:`OverlappedBuckets` (buckets launched from gradient hooks with
   ``async_op=True`` while backward goes on);
@@ -23,7 +25,7 @@ import math
 from typing import Callable
 
 __all__ = ["DIMS", "DEEP", "DEEP_GRAD_BYTES", "make_model", "global_batch", "local_batch", "loss_fn", "replicas_differ",
-           "allreduce_per_parameter", "allreduce_buckets", "buckets_of", "OverlappedBuckets", "sgd_steps",
+           "start_model", "broadcast_start", "allreduce_per_parameter", "allreduce_buckets", "buckets_of", "OverlappedBuckets", "sgd_steps",
            "recorded_loop", "train", "ddp_train", "reference_params"]
 
 
@@ -98,6 +100,45 @@ def replicas_differ(model) -> float:
     theirs = mine.clone()
     dist.broadcast(theirs, 0)
     return float((mine - theirs).abs().max())
+
+
+def start_model(seed: int, dims=DIMS):
+    """An MLP with a BatchNorm layer (Linear, BatchNorm1d, Tanh, Linear; float64), drawn from ``seed``.
+
+    BatchNorm's running statistics (``running_mean``, ``running_var``, ``num_batches_tracked``)
+    are **buffers**: model state that is not a parameter, that no gradient updates and that
+    ``eval()`` uses. They are filled from ``seed`` too, as if the model had seen ``seed + 1``
+    batches, so that ranks built from different seeds differ in both.
+
+    Example
+    -------
+    >>> [name for name, _ in start_model(0).named_buffers()]
+    ['1.running_mean', '1.running_var', '1.num_batches_tracked']
+    """
+    import torch
+
+    g = torch.Generator().manual_seed(10_000 + seed)
+    first, norm, last = (torch.nn.Linear(dims[0], dims[1]), torch.nn.BatchNorm1d(dims[1]),
+                         torch.nn.Linear(dims[1], dims[-1]))
+    model = torch.nn.Sequential(first, norm, torch.nn.Tanh(), last).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) / math.sqrt(p.shape[-1]))
+        norm.running_mean.copy_(torch.randn(dims[1], generator=g, dtype=torch.float64) * 0.1)
+        norm.running_var.copy_(1 + torch.rand(dims[1], generator=g, dtype=torch.float64))
+        norm.num_batches_tracked.fill_(seed + 1)
+    return model
+
+
+def broadcast_start(model) -> None:
+    """On every rank: overwrite this rank's parameters and buffers with rank 0's, in place (what
+    DDP does when it is built, ``_sync_module_states``; it packs the tensors into buckets first)."""
+    import torch
+    import torch.distributed as dist
+
+    with torch.no_grad():
+        for t in [*model.parameters(), *model.buffers()]:
+            dist.broadcast(t, src=0)
 
 
 def sgd_steps(model, steps: int = CHECK_STEPS, average: Callable | None = None, lr: float = LR,
