@@ -127,6 +127,12 @@ class _Placed(Topology):
         self._agent = np.concatenate([self.placed, base.ranks + np.arange(base.switch_agents)])
         self.gamma = base.gamma[self._agent]
         _, self.node_of = np.unique(base.node_of[self.placed], return_inverse=True)
+        # which switches are NVLS engines and which the fabric's SHARP (GPU servers), as in the base
+        for attr in ("has_engine", "sharp"):
+            if hasattr(base, attr):
+                setattr(self, attr, getattr(base, attr))
+        if getattr(base, "engine_agent0", None) is not None:
+            self.engine_agent0 = self.ranks + base.engine_agent0 - base.ranks
 
     def routes(self, src, dst):
         return self.base.routes(self._agent[np.asarray(src)], self._agent[np.asarray(dst)])
