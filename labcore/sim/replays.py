@@ -87,7 +87,7 @@ def nccl_algorithm(op: str, nbytes: float, ranks: int, nodes: int, machine,
     ``machine`` is a :class:`labcore.sim.tuner.Machine` or the name of a
     :data:`labcore.sim.tuner.MACHINES` entry, resized to ``ranks`` GPUs on ``nodes`` nodes. All-reduce algorithms map through ``tuner.SIM_ALGORITHM``; the other ops
     run as rings. Where the simulator stands in for NCCL's pick (NVLS without a reducing switch
-    in the topology, ``in_switch=False``, or PAT), the name says so. The algorithm is None when
+    in the topology's NVSwitch, ``in_switch=False``, or PAT), the name says so. The algorithm is None when
     the simulator has no schedule (NCCL reduces with a ring, the simulator only with a binomial
     tree). This is the one place the replay calls the tuner.
 
@@ -539,7 +539,8 @@ def _predict_all(frame, W, size, place, topo, machine, algorithm):
         else:
             pick = (op, nbytes, len(ranks), nodes)
             if pick not in picks:
-                picks[pick] = _choose(op, nbytes, len(ranks), nodes, algorithm, machine, topo.switch_agents > 0)
+                picks[pick] = _choose(op, nbytes, len(ranks), nodes, algorithm, machine,
+                                      getattr(topo, "has_engine", topo.switch_agents > 0))
             algo, label, protocol = picks[pick]
             if algo is None:
                 status = "not simulated: " + label
