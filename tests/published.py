@@ -110,20 +110,37 @@ def _call(factory, kwargs: dict):
     return factory(**{k: v for k, v in kwargs.items() if k in accepted})
 
 
+def _preset(entry: dict):
+    """(topology or None, why not): the index's preset from the one registry (``labcore.sim.presets``)
+    built for the table's layout, where its NICs are the table's (a different NIC rate is another
+    machine, left to the stand-in)."""
+    from labcore.sim import presets
+
+    if entry["preset"] not in presets.PRESETS:
+        return None, ""
+    spec = presets.entry(entry["preset"])
+    layout = dict(nodes=entry["nodes"], gpus_per_node=entry["gpus_per_node"])
+    if spec.kind == "cluster" and entry["nics_per_node"]:
+        layout["nics_per_node"] = entry["nics_per_node"]
+    try:
+        topo = presets.topology(entry["preset"], entry["ranks"], **layout)
+    except ValueError as e:
+        return None, f"; preset {entry['preset']} refused: {str(e).splitlines()[0]}"
+    gbps = topo.notes.get("nic B/s", 0) * 8 / 1e9
+    if entry["nic_gbps"] and gbps and abs(gbps - entry["nic_gbps"]) > 1:
+        return None, f"; preset {entry['preset']} has {gbps:.0f} Gb/s NICs, the table {entry['nic_gbps']}"
+    return topo, ""
+
+
 def topology_for(entry: dict):
-    """(topology, how): the index's preset where ``labcore.sim.topologies.preset`` knows it and builds
-    the table's layout, else its stand-in from today's factories; ``(None, reason)`` when neither."""
+    """(topology, how): the index's preset where the registry knows it and builds the table's layout,
+    else its stand-in from today's factories; ``(None, reason)`` when neither."""
     from labcore.sim import topologies
 
-    layout = dict(ranks=entry["ranks"], nodes=entry["nodes"], gpus_per_node=entry["gpus_per_node"],
-                  nics_per_node=entry["nics_per_node"], nic_gbps=entry["nic_gbps"])
-    try:
-        topo = _call(topologies.preset, dict(name=entry["preset"], **layout))
-    except ValueError:
-        topo = None
+    topo, why = _preset(entry)
     if topo is not None and topo.ranks == entry["ranks"] and getattr(topo, "nodes", entry["nodes"]) == entry["nodes"]:
         return topo, f"preset {entry['preset']}"
-    missing = f"no preset yet ({entry['preset']})"
+    missing = f"no preset yet ({entry['preset']}{why})"
     stand = entry["stand_in"]
     if not stand:
         return None, missing
@@ -141,19 +158,24 @@ def _kwargs_text(kwargs: dict) -> str:
     return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in kwargs.items())
 
 
-def _tuner_pick(entry: dict, nbytes: int):
-    """(simulator algorithm, protocol) of NCCL's pick for the table's machine, or None when the lab's
-    tuner has no machine for it."""
-    from labcore.sim import tuner
+def _tuner_pick(entry: dict, topology, nbytes: int):
+    """(simulator algorithm, protocol, options) of NCCL's pick for the table's machine (the preset's
+    own tuner machine, else the index's), or None when the lab's tuner has no machine for it.
+    Raises the simulator's one-line ValueError where the topology cannot play the pick."""
+    from labcore.sim import presets, tuner
 
-    name = entry["tuner_machine"]
-    if entry["nccl_algo"] or name not in tuner.MACHINES:
+    if entry["nccl_algo"]:
         return None
-    machine = tuner.MACHINES[name]
-    if (machine.ranks, machine.nodes) != (entry["ranks"], entry["nodes"]):
-        machine = machine.with_ranks(entry["ranks"], nodes=entry["nodes"])
+    try:
+        machine = presets.tuner_for(topology)
+    except presets.NoTuner:
+        name = entry["tuner_machine"]
+        if name not in tuner.MACHINES:
+            return None
+        machine = tuner.MACHINES[name].with_ranks(entry["ranks"], nodes=entry["nodes"])
     pick = tuner.predict("all_reduce", nbytes, machine)
-    return tuner.SIM_ALGORITHM[pick.algorithm], pick.protocol
+    algorithm, protocol, options, _ = tuner.simulated_as(pick.algorithm, pick.protocol, topology)
+    return algorithm, protocol, options
 
 
 def simulated_busbw(entry: dict, topology, nbytes: int, algorithm: str = "best") -> tuple[float, str]:
@@ -165,16 +187,14 @@ def simulated_busbw(entry: dict, topology, nbytes: int, algorithm: str = "best")
     """
     import labcore.sim as sim
 
-    protocol = "auto"
+    protocol, options = "auto", {}
     if entry["nccl_algo"]:
         algorithm = entry["nccl_algo"].lower()
     elif algorithm == "tuner":
-        pick = _tuner_pick(entry, nbytes)
-        algorithm, protocol = pick if pick else ("best", "auto")
-        if protocol not in getattr(topology, "protocols", {}):
-            protocol = "auto"
+        pick = _tuner_pick(entry, topology, nbytes)
+        algorithm, protocol, options = pick if pick else ("best", "auto", {})
     trace = sim.simulate("all_reduce", algorithm, entry["ranks"], nbytes, topology=topology,
-                         values=False, protocol=protocol)
+                         values=False, protocol=protocol, **options)
     return trace.busbw, f"{trace.schedule.algorithm}/{trace.protocol}"
 
 

@@ -125,8 +125,12 @@ def test_presets_carry_sources_and_refuse_sharp_without_infiniband():
         presets.topology("dgx_h100_ib", nodes=0)
     with pytest.raises(ValueError, match="has no NICs"):
         scaleout.nic_bytes(sim.simulate("all_reduce", "ring", 8, 1024, topology=topologies.nvswitch(8)))
-    with pytest.raises(ValueError, match="nics_per_node must divide"):
-        topologies.multinode(2, 8, nics_per_node=3)
+    # a NIC count that does not divide the GPUs is shared out, not refused: 3 NICs' bandwidth a node
+    three = topologies.multinode(2, 8, nics_per_node=3)
+    assert (three.nic_links, three.nic_share, three.nics_per_node) == (2, 1.5, 3)
+    assert three.cuts()[1].out_bandwidth == pytest.approx(3 * 48e9)
+    with pytest.raises(ValueError, match="nics_per_node must be a whole number"):
+        topologies.multinode(2, 8, nics_per_node=0)
 
 
 def test_every_published_figure_says_what_it_is():

@@ -56,10 +56,12 @@ def test_each_bucket_gets_the_tuners_pick_or_the_forced_algorithm():
     full = ring.buckets[ring.buckets["bytes"] == 25 * MIB].iloc[0]
     sim = lc.sim.simulate("all_reduce", "ring", 32, 25 * MIB, topology="multinode", values=False)
     assert full["predicted_us"] == pytest.approx(sim.time_s * 1e6)
-    # NVLSTree across nodes has no schedule in the simulator: NCCL's model stands in, and says so
+    # NVLSTree across nodes runs on the nodes' NVLS engines with a ring among the heads
     default = predict_ddp_step(100 * MIB, "multinode", compute_s=0.01)
     big = default.buckets[default.buckets["bytes"] == 25 * MIB].iloc[0]
-    assert big["nccl"] == "NVLSTree/Simple" and big["source"].startswith("NCCL's cost model")
+    assert big["nccl"] == "NVLSTree/Simple" and big["source"] == "simulator"
+    nvls = lc.sim.simulate("all_reduce", "nvls", 32, 25 * MIB, topology="multinode", values=False, across="ring")
+    assert big["predicted_us"] == pytest.approx(nvls.time_s * 1e6)
 
 
 def test_scale_out_presets_and_bad_input():

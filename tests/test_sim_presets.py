@@ -102,7 +102,10 @@ def test_the_command_line_takes_a_scale_out_preset():
 def test_defaults_and_shapes():
     assert {n: (presets.topology(n).ranks, presets.topology(n).nodes) for n in NAMES} == {
         "nvswitch8": (8, 1), "pcie8": (8, 1), "multinode": (32, 4), "dgx_h100_ib": (16, 2), "ib_8x200": (16, 2),
-        "roce_8x400": (16, 2), "tcp_100g": (16, 2), "uniform": (8, 1), "switch": (8, 1), "ring": (8, 1)}
+        "roce_8x400": (16, 2), "tcp_100g": (16, 2), "uniform": (8, 1), "switch": (8, 1), "ring": (8, 1),
+        "a100_sxm8": (8, 1), "h100_sxm8": (8, 1), "h200_sxm8": (8, 1), "b200_sxm8": (8, 1),
+        **{f"pcie{g}_gen{gen}{p2p}": (g, 1) for g in (4, 8) for gen in (4, 5) for p2p in ("", "_nop2p")},
+        "dgx_a100_ib": (16, 2), "dgx_h200_ib": (16, 2), "dgx_b200_ib": (16, 2)}
     for ranks, want in ((64, (8, 8)), (12, (2, 6)), (7, (1, 7)), (4, (1, 4))):
         assert presets.entry("dgx_h100_ib").shape(ranks) == want
     t = presets.topology("dgx_h100_ib", 8, gpus_per_node=4)           # 2 DGX H100 nodes running 4 GPUs each
@@ -151,7 +154,10 @@ def test_each_preset_is_priced_by_its_own_tuner_machine():
         assert tuner.MACHINES[name] is tuner.MACHINES[p.tuner]
     assert {n: presets.entry(n).tuner for n in NAMES if presets.entry(n).tuner} == {
         "nvswitch8": "dgx_h100", "pcie8": "pcie_4090", "multinode": "dgx_h100_ib", "dgx_h100_ib": "dgx_h100_ib",
-        "roce_8x400": "dgx_h100_ib"}
+        "roce_8x400": "dgx_h100_ib", "a100_sxm8": "dgx_a100", "h100_sxm8": "dgx_h100", "h200_sxm8": "dgx_h200",
+        "b200_sxm8": "dgx_b200", "dgx_a100_ib": "dgx_a100_ib", "dgx_h200_ib": "dgx_h200_ib",
+        "dgx_b200_ib": "dgx_b200_ib",
+        **{f"pcie{g}_gen{gen}{p2p}": f"pcie_gen{gen}{p2p}" for g in (4, 8) for gen in (4, 5) for p2p in ("", "_nop2p")}}
     # a replay on a topology object built from a preset uses that preset's tuner; one built by hand says why not
     rec = _recording()
     assert sim.replay(rec, presets.topology("dgx_h100_ib", nodes=2)).collectives["nccl"].iloc[0] != "default"
@@ -174,15 +180,20 @@ def test_the_registry_describes_every_preset():
     assert list(table.index) == NAMES
     assert table.loc["dgx_h100_ib", "GB/s per NIC"] == pytest.approx(48.0)
     assert table.loc["tcp_100g", "NICs per node"] == 1 and table.loc["nvswitch8", "NVLS"]
-    assert not table.loc[CLUSTERS, "NVLS"].any()              # NVLS is modelled on one node only
-    assert set(table.loc[table["SHARP"]].index) == {"multinode", "dgx_h100_ib", "ib_8x200"}
+    # NVLS wherever the GPUs have it (H100 and later), on one node and across nodes; none on A100 or PCIe
+    assert set(table.index[table["NVLS"]]) == set(NAMES) - {"pcie8", "a100_sxm8", "dgx_a100_ib", "uniform", "switch",
+                                                            "ring"} - {n for n in NAMES if n.startswith("pcie")}
+    assert set(table.loc[table["SHARP"]].index) == {"multinode", "dgx_h100_ib", "ib_8x200", "dgx_a100_ib",
+                                                    "dgx_h200_ib", "dgx_b200_ib"}
     for name in NAMES:
         p = presets.entry(name)
         assert p.sources and p.machine and (p.sharp or p.no_sharp) and (p.tuner or p.no_tuner)
-        assert p.protocols == (("LL", "LL128", "Simple", "NVLS") if name == "nvswitch8" else
-                               ("LL", "LL128", "Simple") if p.kind != "textbook" and name != "pcie8" else ())
-    assert presets.PUBLISHED == {"dgx_h100_ib": 380.0, "dgx_h100_ib_sharp": 480.0, "ib_8x200": 192.0,
-                                 "roce_8x400": 384.0, "tcp_100g": 10.0}
+        nvls = ("NVLS",) if table.loc[name, "NVLS"] else ()
+        assert p.protocols == (("LL", "LL128", "Simple") + nvls if p.kind != "textbook" and not name.startswith("pcie")
+                               else ())
+    assert {k: v for k, v in presets.PUBLISHED.items() if k in ("dgx_h100_ib", "dgx_h100_ib_sharp", "ib_8x200",
+                                                                 "roce_8x400", "tcp_100g")} == {
+        "dgx_h100_ib": 380.0, "dgx_h100_ib_sharp": 480.0, "ib_8x200": 192.0, "roce_8x400": 384.0, "tcp_100g": 10.0}
     assert set(presets.PUBLISHED_AS) == set(presets.PUBLISHED)
 
 

@@ -104,6 +104,8 @@ PRESETS = {
     "multinode": lambda: sim.topologies.multinode(2, 4),
     "multinode, sharp": lambda: sim.topologies.multinode(2, 4, sharp=True),
     "multinode, one NIC a node": lambda: sim.topologies.multinode(2, 4, nics_per_node=1),
+    "multinode, NVLS and sharp": lambda: sim.topologies.multinode(2, 4, sharp=True, nvls=True),
+    "multinode, NVLS, two NICs a GPU": lambda: sim.topologies.multinode(2, 4, nics_per_node=8, nvls=True),
 }
 
 
@@ -113,7 +115,10 @@ PRESETS = {
 @given(nbytes=st.integers(0, 1 << 32))
 def test_no_algorithm_beats_the_lower_bound_on_any_preset(collective, algorithm, preset, nbytes):
     topo = PRESETS[preset]()
-    if algorithm in ("in_network", "nvls") and not topo.switch_agents:
+    # on GPU servers NVLS needs the NVSwitches' engines and in_network the fabric's SHARP switch
+    if algorithm == "nvls" and not getattr(topo, "has_engine", topo.switch_agents):
+        return
+    if algorithm == "in_network" and not getattr(topo, "sharp", topo.switch_agents):
         return
     opts = {"gpus_per_node": 4} if algorithm == "hierarchical" and topo.nodes == 1 else {}
     trace = sim.simulate(collective, algorithm, 8, nbytes, topology=topo, values=False, **opts)

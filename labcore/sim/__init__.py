@@ -160,7 +160,8 @@ def _check_run(reduce_op, values, contention, seed, topology) -> None:
 def _check_size(op, algo, ranks, opts) -> None:
     """Refuse a schedule too big to build, saying how big it would be."""
     p, k, c = ranks, opts.get("pipeline") or 1, opts.get("channels") or 1
-    estimate = {"ring": 2 * p * p * c, "pairwise": p * p, "nvls": k * (p * p + 3 * p),
+    g = opts.get("gpus_per_node") or p
+    estimate = {"ring": 2 * p * p * c, "pairwise": p * p, "nvls": k * (p * g + 3 * p + 2 * p * (p // g)),
                 "tree": 2 * p * k * c, "double_tree": 4 * p * k * c, "rabenseifner": 2 * p * p,
                 "hierarchical": k * 4 * p * max(p // (opts.get("gpus_per_node") or p), opts.get("gpus_per_node") or 1),
                 "in_network": 2 * p * k * (opts.get("gpus_per_node") or 1)}.get(algo, 2 * p * k * max(1, p.bit_length()))
@@ -174,8 +175,14 @@ def _candidates(op, topo) -> list[str]:
     """NCCL's algorithms for ``op`` that ``topo`` can run (in-network ones need a reducing switch)."""
     algos = [a for a in NCCL_ALGORITHMS if a in ALGORITHMS[op]]
     algos = [a for a in algos if topo.switch_agents or a not in ("nvls", "in_network")]
-    if "nvls" in algos and "in_network" in algos:     # NVLS needs the NVSwitch's engine, SHARP the fabric
-        algos.remove("in_network" if topo.nodes == 1 else "nvls")
+    if getattr(topo, "has_engine", True) is False and "nvls" in algos:
+        algos.remove("nvls")
+    if getattr(topo, "sharp", True) is False and "in_network" in algos:
+        algos.remove("in_network")
+    if topo.nodes > 1 and "nvls" in algos:     # across nodes NVLS runs when named or picked by NCCL's tuner
+        algos.remove("nvls")
+    if topo.nodes == 1 and "nvls" in algos and "in_network" in algos:    # NVLS needs the NVSwitch's engine
+        algos.remove("in_network")
     return algos or sorted(ALGORITHMS[op])[:1]
 
 
@@ -209,6 +216,10 @@ def _options(op, algo, ranks, nbytes, topo, view, given) -> dict:
         opts["channels"] = topo.channel_count(nbytes)
     if "order" in accepted and "order" not in opts and opts.get("channels", 1) > 1:
         opts["order"] = topo.ring_orders(opts["channels"])
+    if "engine" in accepted and "engine" not in opts and getattr(topo, "engine_agent0", None) is not None:
+        opts["engine"] = topo.engine_agent0           # the NVSwitches' engines come after the fabric's switch
+    if "across" in accepted and "across" not in opts and topo.nodes > 1:
+        opts["across"] = "switch" if getattr(topo, "sharp", False) else "ring"
     if "pipeline" in accepted and "pipeline" not in opts and view.protocol is not None and algo != "hierarchical":
         opts["pipeline"] = view.protocols[view.protocol].pieces(nbytes)
     return opts

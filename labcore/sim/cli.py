@@ -83,24 +83,27 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _choose(args, topo, size: int) -> tuple[str, str]:
-    """(simulator algorithm, note) for --algo auto at ``size`` bytes: NCCL's tuner's pick on the
-    preset's own tuner machine; one line saying why where there is none."""
+def _choose(args, topo, size: int) -> tuple[str, str, dict]:
+    """(simulator algorithm, note, builder options) for --algo auto at ``size`` bytes: NCCL's tuner's
+    pick on the preset's own tuner machine, as :func:`labcore.sim.tuner.simulated_as` plays it; one
+    line saying why where there is none or the topology cannot play it."""
     try:
         machine = presets.tuner_for(topo)
     except presets.NoTuner as why:
         raise ValueError(f"--algo auto needs NCCL's tuner, and {why}; use --algo best (the fastest as "
                          "simulated) or name an algorithm") from None
     choice = tuner.predict(args.op, size, machine)
-    algo = tuner.SIM_ALGORITHM[choice.algorithm] if args.op == "all_reduce" else COLLECTIVES[args.op].ring
+    options, stand_in = {}, ""
+    if args.op == "all_reduce":
+        algo, _, options, stand_in = tuner.simulated_as(choice.algorithm, choice.protocol, topo)
+    else:
+        algo = COLLECTIVES[args.op].ring
     if algo is None:
         raise ValueError(f"NCCL's tuner picks {choice.name} for {args.op}, which the simulator has no schedule for; "
                          f"name one with --algo ({', '.join(sorted(ALGORITHMS[args.op]))})")
-    if algo == "nvls" and topo.switch_agents == 0:
-        algo = "ring"
     note = (f"NCCL's tuner picks {choice.name} ({choice.time_us:.1f} us predicted on {machine.ranks} ranks, "
-            f"{machine.nodes} node(s)); simulating {algo!r}")
-    return algo, note
+            f"{machine.nodes} node(s)); simulating {algo!r}" + (f" ({stand_in})" if stand_in else ""))
+    return algo, note, options
 
 
 def _smallest(args) -> int:
@@ -150,13 +153,13 @@ def _run(args) -> int:
     kwargs = dict(topology=topo, reduce_op=args.reduce_op, contention=not args.no_contention, protocol=protocol,
                   **options)
     if args.maxbytes is not None:
-        first = _choose(args, topo, _smallest(args))[0] if args.algo == "auto" else args.algo
-        simulate(args.op, first, args.ranks, _smallest(args), values=False, **kwargs)     # refuse before printing
+        first, _, extra = _choose(args, topo, _smallest(args)) if args.algo == "auto" else (args.algo, "", {})
+        simulate(args.op, first, args.ranks, _smallest(args), values=False, **kwargs, **extra)   # refuse before printing
         picked = "NCCL's tuner's pick at each size" if args.algo == "auto" else repr(args.algo)
         print(f"# {args.op}, algorithm {picked}, {args.ranks} ranks, on {topo.name}")
         return _sweep(args, topo, kwargs)
-    algo, note = _choose(args, topo, args.size) if args.algo == "auto" else (args.algo, "")
-    trace = simulate(args.op, algo, args.ranks, args.size, values=not args.no_values, **kwargs)
+    algo, note, extra = _choose(args, topo, args.size) if args.algo == "auto" else (args.algo, "", {})
+    trace = simulate(args.op, algo, args.ranks, args.size, values=not args.no_values, **kwargs, **extra)
     print(f"# {args.op}, algorithm {trace.schedule.algorithm!r}, {args.ranks} ranks, on {topo.name}")
     if note:
         print(f"# {note}")
@@ -188,8 +191,8 @@ def _sweep(args, topo, kwargs: dict) -> int:
           + (f" {'algorithm':>18}" if auto else ""))
     size = _smallest(args)
     while size <= args.maxbytes:
-        algo = _choose(args, topo, size)[0] if auto else args.algo
-        t = simulate(args.op, algo, args.ranks, size, values=False, **kwargs)
+        algo, _, extra = _choose(args, topo, size) if auto else (args.algo, "", {})
+        t = simulate(args.op, algo, args.ranks, size, values=False, **kwargs, **extra)
         s = t.summary()
         print(f"{size:>12} {s['time_us']:>12.3f} {s['algbw']:>9.3f} {s['busbw']:>9.3f} {s['bound_us']:>12.3f} "
               f"{s['protocol'] or '-':>9}" + (f" {algo:>18}" if auto else ""))

@@ -123,14 +123,14 @@ def _bucket_time(nbytes: int, topo, machine, nccl_algo, timing: str):
         trace = simulate("all_reduce", "best", topo.ranks, nbytes, topology=topo, values=False)
         return trace.schedule.algorithm, "(no tuner model)", "simulator (its fastest algorithm)", trace.time_s
     pick = tuner.choose("all_reduce", int(nbytes), machine, algo_env=nccl_algo)
-    algorithm = tuner.SIM_ALGORITHM.get(pick.algorithm)
-    simulable = pick.algorithm in ("Ring", "Tree") or (pick.algorithm == "NVLS" and topo.switch_agents)
     if timing == "nccl":
         return pick.name, pick.name, "NCCL's cost model", pick.time_us * 1e-6
-    if algorithm is None or not simulable:
-        return pick.name, pick.name, "NCCL's cost model (the simulator has no schedule for it here)", \
+    try:
+        algorithm, protocol, options, _ = tuner.simulated_as(pick.algorithm, pick.protocol, topo)
+    except ValueError as why:
+        return pick.name, pick.name, f"NCCL's cost model (the simulator cannot play it here: {why})", \
             pick.time_us * 1e-6
-    trace = simulate("all_reduce", algorithm, topo.ranks, nbytes, topology=topo, values=False)
+    trace = simulate("all_reduce", algorithm, topo.ranks, nbytes, topology=topo, values=False, **options)
     return algorithm, pick.name, "simulator", trace.time_s
 
 

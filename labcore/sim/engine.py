@@ -61,6 +61,14 @@ def check(schedule: Schedule, topology) -> None:
     if topology.ranks != schedule.ranks:
         raise ValueError(f"the schedule has {schedule.ranks} ranks but the topology {topology.name!r} has "
                          f"{topology.ranks}; build the topology for {schedule.ranks} ranks")
+    # on GPU servers the switches are of two kinds: the NVSwitch's NVLS engine and the fabric's SHARP
+    if schedule.algorithm == "nvls" and getattr(topology, "has_engine", True) is False:
+        raise ValueError(f"nvls needs NVLink SHARP (an NVSwitch that reduces), which topology {topology.name!r} "
+                         "lacks; use an H100-or-later preset (its nodes' NVSwitches reduce) or another algorithm")
+    if schedule.algorithm == "in_network" and getattr(topology, "sharp", True) is False:
+        raise ValueError(f"in_network needs a network switch that reduces (SHARP), which topology "
+                         f"{topology.name!r} lacks; build it with sharp=True on an InfiniBand preset "
+                         "(e.g. dgx_h100_ib) or use another algorithm")
     if schedule.switches > topology.switch_agents:
         raise ValueError(f"the schedule needs {schedule.switches} reducing switch(es) but topology "
                          f"{topology.name!r} has {topology.switch_agents}; use one with in-network reduction "

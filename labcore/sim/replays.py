@@ -87,7 +87,7 @@ def nccl_algorithm(op: str, nbytes: float, ranks: int, nodes: int, machine,
     ``machine`` is a :class:`labcore.sim.tuner.Machine` or the name of a
     :data:`labcore.sim.tuner.MACHINES` entry, resized to ``ranks`` GPUs on ``nodes`` nodes. All-reduce algorithms map through ``tuner.SIM_ALGORITHM``; the other ops
     run as rings. Where the simulator stands in for NCCL's pick (NVLS without a reducing switch
-    in the topology, ``in_switch=False``, or PAT), the name says so. The algorithm is None when
+    in the topology's NVSwitch, ``in_switch=False``, or PAT), the name says so. The algorithm is None when
     the simulator has no schedule (NCCL reduces with a ring, the simulator only with a binomial
     tree). This is the one place the replay calls the tuner.
 
@@ -127,6 +127,12 @@ class _Placed(Topology):
         self._agent = np.concatenate([self.placed, base.ranks + np.arange(base.switch_agents)])
         self.gamma = base.gamma[self._agent]
         _, self.node_of = np.unique(base.node_of[self.placed], return_inverse=True)
+        # which switches are NVLS engines and which the fabric's SHARP (GPU servers), as in the base
+        for attr in ("has_engine", "sharp"):
+            if hasattr(base, attr):
+                setattr(self, attr, getattr(base, attr))
+        if getattr(base, "engine_agent0", None) is not None:
+            self.engine_agent0 = self.ranks + base.engine_agent0 - base.ranks
 
     def routes(self, src, dst):
         return self.base.routes(self._agent[np.asarray(src)], self._agent[np.asarray(dst)])
@@ -533,7 +539,8 @@ def _predict_all(frame, W, size, place, topo, machine, algorithm):
         else:
             pick = (op, nbytes, len(ranks), nodes)
             if pick not in picks:
-                picks[pick] = _choose(op, nbytes, len(ranks), nodes, algorithm, machine, topo.switch_agents > 0)
+                picks[pick] = _choose(op, nbytes, len(ranks), nodes, algorithm, machine,
+                                      getattr(topo, "has_engine", topo.switch_agents > 0))
             algo, label, protocol = picks[pick]
             if algo is None:
                 status = "not simulated: " + label

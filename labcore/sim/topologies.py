@@ -21,6 +21,7 @@ Example
 from __future__ import annotations
 
 import numbers
+from typing import NamedTuple
 
 from labcore.sim.schedules import ALGORITHMS
 from labcore.sim.topology import NVSwitchNodes, Graph, Link, Protocol, Topology, Uniform
@@ -55,9 +56,9 @@ NCCL_TREE_BASE_S, NCCL_TREE_HOP_S = _nccl_latencies("Tree")
 # ... and NVLS (Simple only): 25 us on NVLink (its whole latency: NVLS has no base latency).
 NCCL_NVLS_LATENCY_S = 25e-6
 # NCCL 2.30.7 tuning.cc: LL moves 8 bytes of data with 8 of flags (x0.5 of the bandwidth) and is
-# capped at llMaxBw = 141 GB/s busbw on one Hopper node; LL128 uses 120 of every 128 bytes (x0.92
+# capped at llMaxBw on one node (141 GB/s on Hopper; :func:`_ll_max_bw`); LL128 uses 120 of every 128 bytes (x0.92
 # in the tuner).
-LL_FRACTION, LL_MAX_BW_HOPPER, LL128_FRACTION = 0.5, 141e9, 0.92
+LL_FRACTION, LL128_FRACTION = 0.5, 0.92
 # PCIe x16 per direction: Gen4 16 GT/s x 16 lanes x 128/130 = 31.5 GB/s; Gen5 twice that.
 PCIE_X16_BW = {4: 31.5e9, 5: 63.0e9}
 # GTC24 S62129: all_reduce busbw on PCIe Gen4 24 GB/s, Gen5 48 GB/s: 76% of line rate.
@@ -69,6 +70,45 @@ UPI_BW = 62e9
 # see 46-48GB/s per NIC".
 NIC_400G_BW = 50e9
 NIC_EFFICIENCY = 48 / 50
+
+
+class GpuSpec(NamedTuple):
+    """A GPU's NVLink numbers as the presets use them (each with its source at :data:`GPUS`)."""
+
+    label: str
+    nvlink_bandwidth: float      # line rate per GPU and direction, B/s
+    efficiency: float            # achievable fraction (a published all_reduce busbw / line rate)
+    nvls_efficiency: float | None  # NCCL's NVLS efficiency for the generation; None: no NVLink SHARP
+    compcap: int                 # compute capability as NCCL writes it (the row of its tables)
+
+
+GPUS = {
+    # A100 SXM, NVLink 3: 12 links x 25 GB/s = 300 GB/s per direction (A100 datasheet: "600 GB/s"
+    # NVLink, both directions); GTC24 S62129: 8 x A100 all_reduce busbw 232 GB/s. No NVLS before Hopper.
+    "a100": GpuSpec("A100 SXM, NVLink 3", 300e9, 232 / 300, None, 80),
+    # H100 and H200 SXM, NVLink 4: the same 18 links (H100/H200 datasheets: 900 GB/s both directions);
+    # 370 achievable (see NVLINK_EFFICIENCY); NCCL's Hopper NVLS efficiency 0.85.
+    "h100": GpuSpec("H100 SXM, NVLink 4", H100_NVLINK_BW, NVLINK_EFFICIENCY, NVLS_EFFICIENCY_HOPPER, 90),
+    "h200": GpuSpec("H200 SXM, NVLink 4", H100_NVLINK_BW, NVLINK_EFFICIENCY, NVLS_EFFICIENCY_HOPPER, 90),
+    # B200, NVLink 5: 18 links x 50 GB/s = 900 GB/s per direction (B200 datasheet: 1.8 TB/s both
+    # directions); GTC25 S72583: 8 x B200 all_reduce busbw 700 GB/s (ring), 850 with NVLS; NCCL 2.30.7
+    # tuning.cc nvlsEfficiency for Blackwell 0.74.
+    "b200": GpuSpec("B200, NVLink 5", 900e9, 700 / 900, C.NVLS_EFFICIENCY[3], 100),
+}
+"""The NVSwitch GPUs the presets build nodes of, by name."""
+
+
+def _gpu(gpu: str) -> GpuSpec:
+    if gpu not in GPUS:
+        raise ValueError(f"gpu must be one of {', '.join(GPUS)}, not {gpu!r}")
+    return GPUS[gpu]
+
+
+def _ll_max_bw(compcap: int) -> float:
+    """NCCL's llMaxBw for one node of this GPU generation, B/s (tuning.cc; the tuner's table)."""
+    return C.LL_MAX_BW[C.arch_index(compcap)][0] * 1e9
+
+
 # Fitted to the published all_reduce_perf tables in tests/data/published_allreduce_*.txt (8 GPUs,
 # NVLink 4; see tests/test_sim_published.py): the host time per collective when one process drives
 # eight GPUs (nccl-tests -g 8: the flat 29.9-31.2 us from 1 KiB to 512 KiB of the Azure ND H200 v5
@@ -101,7 +141,7 @@ def _ring_protocols(nvlink_fraction_ll: float, net: dict | None = None) -> dict:
     return protocols
 
 
-def _nccl_net_fractions(nodes: int, channels: int, nic_gbs: float) -> dict:
+def _nccl_net_fractions(nodes: int, channels: int, nic_gbs: float, compcap: int = 90) -> dict:
     """The fraction of its NICs each protocol reaches across ``nodes`` DGX H100-like nodes.
 
     NCCL 2.30.7 tuning.cc caps a collective's bus bandwidth across nodes by protocol (the tuner's
@@ -114,9 +154,9 @@ def _nccl_net_fractions(nodes: int, channels: int, nic_gbs: float) -> dict:
     32 KiB), where a cap on the total would fall on a single NIC (against the 4-node table of
     nccl-tests#309 it then runs 50% slow at 32-64 KiB; without it within 31% at every size).
     """
-    hopper, col = C.arch_index(90), min(nodes, 3) - 1
+    arch, col = C.arch_index(compcap), min(nodes, 3) - 1
     ll = C.LL_MAX_BW[0][col] / nic_gbs
-    per_channel = {name: min(1.0, channels * table[hopper][col] / nic_gbs) for name, table in (
+    per_channel = {name: min(1.0, channels * table[arch][col] / nic_gbs) for name, table in (
         ("ring LL128", C.PER_CH_MAX_RING_LL128_BW), ("tree LL128", C.PER_CH_MAX_TREE_LL128_BW),
         ("tree", C.PER_CH_MAX_TREE_BW))}
     return {"ring": {"LL": min(LL_FRACTION, ll), "LL128": min(LL128_FRACTION, per_channel["ring LL128"]),
@@ -204,9 +244,9 @@ def ring(ranks: int, alpha: float = 1e-6, bandwidth: float = 10e9, bidirectional
     return Graph("ring", ranks, names, links, notes={"alpha": alpha, "bandwidth": bandwidth})
 
 
-def nvswitch(gpus: int = 8, nvlink_bandwidth: float = H100_NVLINK_BW, efficiency: float = NVLINK_EFFICIENCY,
-             nvls_efficiency: float = NVLS_EFFICIENCY_HOPPER, issue_s: float = H100_ISSUE_S,
-             name: str = "nvswitch8 (H100 SXM, NVLink 4)") -> NVSwitchNodes:
+def nvswitch(gpus: int = 8, nvlink_bandwidth: float | None = None, efficiency: float | None = None,
+             nvls_efficiency: float | None = None, issue_s: float = H100_ISSUE_S,
+             name: str | None = None, gpu: str = "h100", nvls: bool = True) -> NVSwitchNodes:
     """An 8-GPU NVSwitch node, H100-class (NVLink 4): every GPU has one 450 GB/s port into the
     NVSwitch fabric; the fabric can reduce in the network (NVLink SHARP, NCCL's NVLS).
 
@@ -231,6 +271,10 @@ def nvswitch(gpus: int = 8, nvlink_bandwidth: float = H100_NVLINK_BW, efficiency
     (published: ~370 and ~480, GTC24 S62129), and the fastest protocol's curve stays within 20%
     of the published 8-GPU tables at every size (tests/test_sim_published.py).
 
+    ``gpu`` ("a100", "h100", "h200", "b200", :data:`GPUS`) sets the NVLink line rate, its achievable
+    fraction, NVLS (none on A100) and NCCL's llMaxBw for the generation; the other parameters override
+    them. ``nvls=False`` leaves the reduction engine out.
+
     Example
     -------
     >>> nvswitch().switch_agents
@@ -238,15 +282,21 @@ def nvswitch(gpus: int = 8, nvlink_bandwidth: float = H100_NVLINK_BW, efficiency
     >>> round(nvswitch(issue_s=0).with_protocol("LL").hop_latency() * 1e6, 2)   # NCCL's Ring/LL NVLink hop
     0.6
     """
-    _check_fractions(efficiency=efficiency, nvls_efficiency=nvls_efficiency)
+    spec = _gpu(gpu)
+    nvlink_bandwidth = spec.nvlink_bandwidth if nvlink_bandwidth is None else nvlink_bandwidth
+    efficiency = spec.efficiency if efficiency is None else efficiency
+    nvls_efficiency = (spec.nvls_efficiency if nvls_efficiency is None else nvls_efficiency) if nvls else None
+    _check_fractions(efficiency=efficiency, **({} if nvls_efficiency is None else {"nvls_efficiency": nvls_efficiency}))
     bw = nvlink_bandwidth * efficiency
-    protocols = _ring_protocols(min(LL_FRACTION, LL_MAX_BW_HOPPER / bw))
-    protocols["NVLS"] = Protocol("NVLS", NCCL_NVLS_LATENCY_S, {"nvlink": 0.0, "nvls": 0.0}, step_s=NVLS_STEP_S,
-                                 piece_bytes=NVLS_PIECE_BYTES, max_pieces=NVLS_MAX_PIECES, algorithms=("nvls",))
+    protocols = _ring_protocols(min(LL_FRACTION, _ll_max_bw(spec.compcap) / bw))
+    if nvls_efficiency is not None:
+        protocols["NVLS"] = _nvls_protocol()
     simple = protocols["Simple"]
-    return NVSwitchNodes(1, gpus, bw, simple.hop_s["nvlink"], nvls_bandwidth=bw * nvls_efficiency,
-                   launch_s=simple.launch_s, issue_s=issue_s, protocols=protocols, name=name,
-                   notes={"nvlink line rate B/s": nvlink_bandwidth, "achievable fraction": efficiency,
+    return NVSwitchNodes(1, gpus, bw, simple.hop_s["nvlink"],
+                   nvls_bandwidth=None if nvls_efficiency is None else bw * nvls_efficiency,
+                   launch_s=simple.launch_s, issue_s=issue_s, protocols=protocols,
+                   name=name or f"nvswitch{gpus} ({spec.label})",
+                   notes={"gpu": spec.label, "nvlink line rate B/s": nvlink_bandwidth, "achievable fraction": efficiency,
                           "nvls efficiency": nvls_efficiency, "issue s": issue_s,
                           "protocols": {k: (p.launch_s, p.hop_s, p.efficiency) for k, p in protocols.items()},
                           "nvls pipeline": (NVLS_PIECE_BYTES, NVLS_MAX_PIECES, NVLS_STEP_S),
@@ -254,7 +304,16 @@ def nvswitch(gpus: int = 8, nvlink_bandwidth: float = H100_NVLINK_BW, efficiency
                                      "fitted: Azure/AI-benchmarking-guide ND H200 v5 table, nccl-tests#290"})
 
 
-def pcie(gpus: int = 8, gen: int = 4, gpus_per_switch: int = 4, name: str | None = None) -> Graph:
+def _nvls_protocol() -> Protocol:
+    """NCCL's NVLS (Simple through the NVSwitch's engine): its 25 us, a network hop at NCCL's NVLS
+    NET latency (18 us, tuning.cc) across nodes, and the pipeline fitted to the 8-GPU tables (see
+    the constants)."""
+    net = C.HW_LATENCY["NET"]["NVLS"][2] * 1e-6
+    return Protocol("NVLS", NCCL_NVLS_LATENCY_S, {"nvlink": 0.0, "nvls": 0.0, "net": net}, step_s=NVLS_STEP_S,
+                    piece_bytes=NVLS_PIECE_BYTES, max_pieces=NVLS_MAX_PIECES, algorithms=("nvls",))
+
+
+def pcie(gpus: int = 8, gen: int = 4, gpus_per_switch: int = 4, name: str | None = None, p2p: bool = True) -> Graph:
     """A PCIe box without NVLink: GPUs under PCIe switches, half the switches on each CPU socket,
     the sockets joined by UPI. GPU traffic between sockets crosses the CPUs.
 
@@ -262,35 +321,56 @@ def pcie(gpus: int = 8, gen: int = 4, gpus_per_switch: int = 4, name: str | None
     (GTC24 S62129: all_reduce busbw 24 GB/s on Gen4, 48 on Gen5); UPI ~62 GB/s; per-hop latency
     1.0 us (NCCL 2.30.7 tuning.cc Ring/LL PCI) split over the two links of a GPU-switch-GPU route.
 
+    ``p2p=False``: GPUs that cannot reach each other's memory (P2P off: ACS/IOMMU, or GeForce cards)
+    exchange through host memory (NCCL's SHM transport: "via direct shared memory" in
+    tests/data/nccl_info_pcie_no_p2p.log): every route goes up to the CPU and down again, so a
+    switch's uplink carries all its GPUs' traffic, and the host hop costs NCCL's PCI latency again.
+
     Example
     -------
     >>> round(pcie(8).port_bandwidth() / 1e9, 1)
     24.0
+    >>> len(pcie(4, p2p=False).routes([0], [1])[0])      # GPU, switch, CPU, switch, GPU
+    4
     """
     if gen not in PCIE_X16_BW:
         raise ValueError(f"gen must be 4 or 5, got {gen}")
     if isinstance(gpus_per_switch, bool) or not isinstance(gpus_per_switch, int) or gpus_per_switch < 1:
         raise ValueError(f"gpus_per_switch must be a whole number of at least 1, got {gpus_per_switch!r}")
+    if not isinstance(p2p, bool):
+        raise ValueError(f"p2p must be True or False, not {p2p!r}")
     bw = PCIE_X16_BW[gen] * PCIE_EFFICIENCY
     hop = NCCL_RING_HOP_S["LL"]["pci"]
     n_sw = -(-gpus // gpus_per_switch)
-    sw0, cpu0 = gpus, gpus + n_sw
-    names = [f"gpu {g}" for g in range(gpus)] + [f"pcie switch {s}" for s in range(n_sw)] + ["cpu 0", "cpu 1"]
+    # without P2P a switch forwards nothing between its GPUs: its up and down sides are apart
+    sides = 1 if p2p else 2
+    sw0 = gpus
+    cpu0 = gpus + sides * n_sw
+    names = [f"gpu {g}" for g in range(gpus)]
+    names += [f"pcie switch {s}" + ("" if p2p else f" {side}") for side in ("up", "down")[:sides] for s in range(n_sw)]
+    names += ["cpu 0", "cpu 1"]
+    down0 = sw0 + (n_sw if not p2p else 0)
     links: list[Link] = []
     for g in range(gpus):
-        _duplex(links, g, sw0 + g // gpus_per_switch, bw, hop / 2, "pcie")
-    for s in range(n_sw):
-        _duplex(links, sw0 + s, cpu0 + (s * 2 // n_sw if n_sw > 1 else 0), bw, hop / 2, "pcie")
+        s_ = g // gpus_per_switch
+        links.append(Link(g, sw0 + s_, bw, hop / 2, "pcie"))
+        links.append(Link(down0 + s_, g, bw, hop / 2, "pcie"))
+    for s_ in range(n_sw):
+        cpu = cpu0 + (s_ * 2 // n_sw if n_sw > 1 else 0)
+        links.append(Link(sw0 + s_, cpu, bw, hop / 2, "pcie"))
+        links.append(Link(cpu, down0 + s_, bw, hop / 2, "pcie"))
     _duplex(links, cpu0, cpu0 + 1, UPI_BW, hop / 2, "upi")
-    return Graph(name or f"pcie{gpus} (Gen{gen}, no NVLink)", gpus, names, links, launch_s=NCCL_RING_BASE_S["LL"],
+    label = name or f"pcie{gpus} (Gen{gen}, no NVLink" + ("" if p2p else ", no P2P: through host memory") + ")"
+    return Graph(label, gpus, names, links, launch_s=NCCL_RING_BASE_S["LL"],
                  notes={"pcie x16 B/s": PCIE_X16_BW[gen], "achievable fraction": PCIE_EFFICIENCY,
-                        "upi B/s": UPI_BW, "per-hop latency s": hop,
-                        "sources": "PCIe spec; GTC24 S62129; NCCL 2.30.7 tuning.cc"})
+                        "upi B/s": UPI_BW, "per-hop latency s": hop, "p2p": p2p,
+                        "sources": "PCIe spec; GTC24 S62129; NCCL 2.30.7 tuning.cc"
+                                   + ("" if p2p else "; pytorch#72835 INFO log (SHM transport without P2P)")})
 
 
 def multinode(nodes: int = 4, gpus_per_node: int = 8, nic_bandwidth: float = NIC_400G_BW, sharp: bool = False,
               name: str | None = None, nic_efficiency: float = NIC_EFFICIENCY, nics_per_node: int | None = None,
-              notes: dict | None = None) -> NVSwitchNodes:
+              notes: dict | None = None, gpu: str = "h100", nvls: bool = False) -> NVSwitchNodes:
     """Several NVSwitch nodes (see :func:`nvswitch`) joined by one non-blocking InfiniBand/RoCE
     fabric; each GPU has its own NIC (the DGX H100 layout, 8 x 400 Gb/s per node).
 
@@ -311,8 +391,12 @@ def multinode(nodes: int = 4, gpus_per_node: int = 8, nic_bandwidth: float = NIC
     sharp : the fabric reduces in the network.
     name : the machine's name (default: from the other parameters).
     nic_efficiency : the achievable fraction of ``nic_bandwidth`` (default 0.96, GTC24's RDMA figure).
-    nics_per_node : NICs per node (default one per GPU); fewer are shared by the node's GPUs.
+    nics_per_node : NICs per node (default one per GPU); fewer are shared by the node's GPUs, more
+        give each GPU several (:class:`~labcore.sim.topology.NVSwitchNodes` computes the share).
     notes : more notes (sources of the parameters) for ``topology.notes``.
+    gpu : the nodes' GPUs (:data:`GPUS`): NVLink rate, NCCL's per-generation caps.
+    nvls : give every node's NVSwitch its NVLink SHARP engine (H100 and later), for NCCL's NVLS
+        and NVLSTree algorithms across nodes (the ``nvls`` schedule with ``gpus_per_node``).
 
     Example
     -------
@@ -323,18 +407,27 @@ def multinode(nodes: int = 4, gpus_per_node: int = 8, nic_bandwidth: float = NIC
     2
     """
     _check_fractions(nic_efficiency=nic_efficiency)
-    nvlink = H100_NVLINK_BW * NVLINK_EFFICIENCY
+    spec = _gpu(gpu)
+    if nvls and spec.nvls_efficiency is None:
+        raise ValueError(f"{spec.label} has no NVLink SHARP (NVLS came with Hopper); leave nvls=False")
+    nvlink = spec.nvlink_bandwidth * spec.efficiency
     nics = gpus_per_node if nics_per_node is None else nics_per_node
+    if isinstance(nics, bool) or not isinstance(nics, numbers.Integral) or nics < 1:
+        raise ValueError(f"nics_per_node must be a whole number of at least 1, got {nics_per_node!r}")
     across = isinstance(nodes, numbers.Integral) and nodes > 1     # (NVSwitchNodes checks the numbers)
-    net = _nccl_net_fractions(nodes, gpus_per_node, nics * nic_bandwidth * nic_efficiency / 1e9) if across else None
-    protocols = _ring_protocols(min(LL_FRACTION, LL_MAX_BW_HOPPER / nvlink), net)
+    net = (_nccl_net_fractions(nodes, gpus_per_node, nics * nic_bandwidth * nic_efficiency / 1e9, spec.compcap)
+           if across else None)
+    protocols = _ring_protocols(min(LL_FRACTION, _ll_max_bw(spec.compcap) / nvlink), net)
+    if nvls:
+        protocols["NVLS"] = _nvls_protocol()
     simple = protocols["Simple"]
     default_name = (f"{nodes} x {gpus_per_node} GPUs, {nic_bandwidth * 8 / 1e9:.0f} Gb/s NIC "
                     + ("per GPU" if nics == gpus_per_node else f"x {nics} per node"))
     return NVSwitchNodes(nodes, gpus_per_node, nvlink, simple.hop_s["nvlink"], nic_bandwidth * nic_efficiency,
                    simple.hop_s["net"], sharp=sharp, launch_s=simple.launch_s, channels=gpus_per_node,
                    protocols=protocols, nics_per_node=nics_per_node, name=name or default_name,
-                   notes={"nic B/s": nic_bandwidth, "nic achievable fraction": nic_efficiency,
+                   nvls_bandwidth=nvlink * spec.nvls_efficiency if nvls else None,
+                   notes={"gpu": spec.label, "nic B/s": nic_bandwidth, "nic achievable fraction": nic_efficiency,
                           "nics per node": nics, "nvlink achievable B/s": nvlink, "channels": "one per GPU",
                           "protocols": {k: (p.launch_s, p.hop_s, p.efficiency) for k, p in protocols.items()},
                           "sources": "GTC24 S62129; NCCL 2.30.7 tuning.cc; H100 datasheet; nccl-tests#290, #309",
@@ -385,5 +478,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["uniform", "switch", "ring", "nvswitch", "pcie", "multinode", "calibrated", "preset",
+__all__ = ["uniform", "switch", "ring", "nvswitch", "pcie", "multinode", "calibrated", "preset", "GPUS", "GpuSpec",
            "Graph", "Link", "Uniform", "Topology"]

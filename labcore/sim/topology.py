@@ -451,15 +451,23 @@ class NVSwitchNodes(Topology):
     the fabric's rails and, with PXN, moves data to the rail's GPU over NVLink first; in a
     non-blocking fabric that costs what this costs). With fewer NICs than GPUs
     (``nics_per_node``), every ``gpus_per_node / nics_per_node`` GPUs share one: the first GPU of
-    the group owns it and the others' traffic across nodes goes through it.
+    the group owns it and the others' traffic across nodes goes through it. Any other count is
+    computed, not refused: more NICs than GPUs give each GPU ``nics / gpus`` NICs' bandwidth (NCCL
+    runs a channel per NIC), and a count that does not divide the GPUs is carried by the largest
+    divisor of ``gpus_per_node`` below it, each with ``nics / divisor`` NICs' bandwidth, so a
+    node's NICs together carry what ``nics_per_node`` NICs carry (``nic_links``, ``nic_share``).
+
+    NVLink SHARP (``nvls_bandwidth``) on several nodes puts a reduction engine in every node's
+    NVSwitch: agents ``engine_agent0 + node`` (after the fabric switch, agent ``ranks``, when
+    ``sharp``), as NCCL's NVLS and NVLSTree algorithms use them inside each node.
 
     Parameters
     ----------
     nodes, gpus_per_node : int
     nvlink_bandwidth, nvlink_latency : per port and direction (B/s); per GPU-to-GPU route (s).
     nic_bandwidth, net_latency : per NIC and direction; per route across nodes. Needed for nodes > 1.
-    nics_per_node : NICs per node, a divisor of ``gpus_per_node`` (default: one per GPU).
-    nvls_bandwidth : the NVLS engine's intake per GPU (single node only), or None.
+    nics_per_node : NICs per node, any number from 1 (default: one per GPU).
+    nvls_bandwidth : the NVLS engine's intake per GPU, or None (no NVLink SHARP).
     sharp : the fabric switch reduces (an agent after the ranks).
     launch_s, issue_s, channels, channel_bytes, protocols : see :class:`Topology`.
     gamma : seconds per byte reduced (ranks and switches).
@@ -486,22 +494,27 @@ class NVSwitchNodes(Topology):
                              f"{gpus_per_node!r}")
         nodes, gpus_per_node = int(nodes), int(gpus_per_node)
         nics = gpus_per_node if nics_per_node is None else nics_per_node
-        if isinstance(nics, bool) or not isinstance(nics, int) or nics < 1 or gpus_per_node % nics:
-            raise ValueError(f"nics_per_node must divide gpus_per_node={gpus_per_node}, got {nics_per_node!r}")
+        if isinstance(nics, bool) or not isinstance(nics, numbers.Integral) or nics < 1:
+            raise ValueError(f"nics_per_node must be a whole number of at least 1, got {nics_per_node!r}")
         if nodes > 1 and not nic_bandwidth:
             raise ValueError("several nodes need NICs: give nic_bandwidth")
-        if nvls_bandwidth and nodes > 1:
-            raise ValueError("the NVLS engine is modelled on a single node only (across nodes NCCL uses NVLSTree)")
         if sharp and not nic_bandwidth:
             raise ValueError("in-network reduction (sharp) needs NICs: give nic_bandwidth")
         P = nodes * gpus_per_node
         self.name, self.ranks, self.g = name, P, gpus_per_node
         self.has_nic, self.has_engine, self.sharp = bool(nic_bandwidth), bool(nvls_bandwidth), bool(sharp)
-        self.switch_agents = int(self.has_engine) + int(self.sharp)
+        # NIC links: one per group of GPUs sharing NICs; each carries nic_share NICs' bandwidth
+        links = min(int(nics), gpus_per_node)
+        links = max(d for d in range(1, links + 1) if gpus_per_node % d == 0)
+        self.nic_links, self.nic_share = links, int(nics) / links
+        engines = nodes if self.has_engine else 0
+        self.switch_agents = engines + int(self.sharp)
+        self.engine_agent0 = P + int(self.sharp) if engines else None
         blocks = [("port_out", "nvlink", nvlink_bandwidth, nvlink_latency / 2),
                   ("port_in", "nvlink", nvlink_bandwidth, nvlink_latency / 2)]
         if self.has_nic:
-            blocks += [("nic_out", "net", nic_bandwidth, net_latency / 2), ("nic_in", "net", nic_bandwidth, net_latency / 2)]
+            bw = nic_bandwidth * self.nic_share
+            blocks += [("nic_out", "net", bw, net_latency / 2), ("nic_in", "net", bw, net_latency / 2)]
         if self.has_engine:
             blocks += [("eng_in", "nvls", nvls_bandwidth, 0.0), ("eng_out", "nvls", nvls_bandwidth, 0.0)]
         # link id = block index x ranks + rank
@@ -513,9 +526,9 @@ class NVSwitchNodes(Topology):
         self.latency = np.repeat(np.array(lats, dtype=np.float64), P)
         self.gamma = np.full(P + self.switch_agents, float(gamma))
         self.node_of = np.arange(P) // gpus_per_node
-        share = gpus_per_node // nics
+        share = gpus_per_node // links
         self.nic_of = np.arange(P) // share * share          # the GPU whose NIC each GPU uses
-        self.nics_per_node = nics
+        self.nics_per_node = int(nics)
         self.launch_s, self.issue_s = float(launch_s), float(issue_s)
         self.channels, self.channel_bytes = int(channels), float(channel_bytes)
         self.protocols = dict(protocols or {})
@@ -532,7 +545,7 @@ class NVSwitchNodes(Topology):
         out = np.empty((src.size, 2), dtype=np.int64)
         if self.has_nic:        # in the node: port out, port in; across nodes: NIC out, NIC in
             far = self.node_of[s] != self.node_of[d]
-            if self.nics_per_node == self.g:            # every GPU its own NIC: link ids by arithmetic
+            if self.nic_links == self.g:                # every GPU its own NIC link: link ids by arithmetic
                 far = far * (2 * P)
                 np.add(src, far, out=out[:, 0])
                 np.add(dst, far + P, out=out[:, 1])
@@ -542,12 +555,13 @@ class NVSwitchNodes(Topology):
         else:
             out[:, 0], out[:, 1] = src, dst + P
         if self.switch_agents:
-            if self.has_engine:
-                up, down = dst == P, src == P
+            if self.has_engine:         # a GPU and its own node's engine, over the GPU's lane
+                e0 = self.engine_agent0
+                up, down = (dst >= e0) & (dst < e0 + self.nodes), (src >= e0) & (src < e0 + self.nodes)
                 out[up] = np.stack([self._link("port_out", src[up]), self._link("eng_in", src[up])], axis=1)
                 out[down] = np.stack([self._link("eng_out", dst[down]), self._link("port_in", dst[down])], axis=1)
             if self.sharp:
-                fabric = P + int(self.has_engine)
+                fabric = P
                 up, down = dst == fabric, src == fabric
                 nic_up, nic_down = self.nic_of[src[up]], self.nic_of[dst[down]]
                 out[up] = np.stack([self._link("nic_out", nic_up), np.full(nic_up.size, -1)], axis=1)
@@ -566,9 +580,9 @@ class NVSwitchNodes(Topology):
 
     def _nic_name(self, r: int) -> str:
         """A NIC by its GPU, or by its number in the node when GPUs share NICs."""
-        if self.nics_per_node == self.g:
+        if self.nic_links == self.g and self.nic_share == 1:
             return self._gpu_name(r)
-        return f"node {r // self.g} nic {r % self.g * self.nics_per_node // self.g}"
+        return f"node {r // self.g} nic {r % self.g * self.nic_links // self.g}"
 
     def link_label(self, link: int) -> str:
         index, r = divmod(int(link), self.ranks)
@@ -585,7 +599,7 @@ class NVSwitchNodes(Topology):
         port = float(self.bandwidth[0]) + nic
         cuts = [Cut(1, port, port, "one GPU (NVLink port and NIC)")]
         if self.nodes > 1:
-            node = self.nics_per_node * nic
+            node = self.nic_links * nic
             cuts.append(Cut(self.g, node, node, "one node (its NICs)"))
         return cuts
 

@@ -19,6 +19,15 @@ preset          kind      machine                                               
 ``ib_8x200``    cluster   8 GPUs, 8 x 200 Gb/s HDR InfiniBand (SHARP)            none yet
 ``roce_8x400``  cluster   8 GPUs, 8 x 400 Gb/s RoCE                              dgx_h100_ib
 ``tcp_100g``    cluster   8 GPUs sharing one 100 GbE NIC, TCP                    none yet
+``a100_sxm8``   node      8 x A100 SXM, NVLink 3 (600 GB/s bidir), no NVLS       dgx_a100
+``h100_sxm8``   node      8 x H100 SXM, NVLink 4 (900 GB/s bidir), NVLS          dgx_h100
+``h200_sxm8``   node      8 x H200 SXM, NVLink 4 (900 GB/s bidir), NVLS          dgx_h200
+``b200_sxm8``   node      8 x B200, NVLink 5 (1.8 TB/s bidir), NVLS              dgx_b200
+``pcieN_genG``  node      N = 4 or 8 GPUs on PCIe Gen G = 4 or 5 with P2P        pcie_genG
+``..._nop2p``   node      the same without P2P: through host memory (SHM)        pcie_genG_nop2p
+``dgx_a100_ib`` cluster   DGX A100, 8 x 200 Gb/s HDR InfiniBand (SHARP)          dgx_a100_ib
+``dgx_h200_ib`` cluster   DGX H200, 8 x 400 Gb/s NDR InfiniBand (SHARP)          dgx_h200_ib
+``dgx_b200_ib`` cluster   DGX B200, 8 x 400 Gb/s NDR InfiniBand (SHARP)          dgx_b200_ib
 ``uniform``     textbook  every pair of ranks on its own link                    none
 ``switch``      textbook  one crossbar switch that reduces                       none
 ``ring``        textbook  a ring of wires                                        none

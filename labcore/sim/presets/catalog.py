@@ -26,10 +26,18 @@ _NO_GRAPHS = ("NCCL's graphs for its NICs are not worked out yet (dgx_h100_ib's 
               "overstate them); name the algorithm, or add a tuner machine from the graphs an INFO log prints")
 
 
+GTC25 = "GTC25 S72583, via stas00/ml-engineering network/README.md (all-reduce-bw-2025.png)"
+MLE_H200 = "stas00/ml-engineering network/README.md (8 x H200, nccl-tests 8 GiB)"
+
+
 def _fabric(name: str, machine: str, wire: str, nic_bandwidth: float, nic_efficiency: float | None = None,
-            nics: int = 8):
+            nics: int = 8, gpu: str = "h100", nvls: bool | None = None):
     """A builder of NVSwitch nodes on one fabric (:func:`labcore.sim.topologies.multinode`); ``machine``
-    names 8 GPUs with ``nics`` NICs a node (another shape says so in the name)."""
+    names 8 GPUs with ``nics`` NICs a node (another shape says so in the name). Nodes of one GPU are
+    an NVSwitch node (:func:`labcore.sim.topologies.nvswitch`, NVLS where the GPU has it); several
+    nodes carry the NVSwitches' NVLS engines too (``nvls``, default: where the GPU has NVLS)."""
+    engines = topologies.GPUS[gpu].nvls_efficiency is not None if nvls is None else nvls
+
     def build(nodes, gpus_per_node, nics_per_node, sharp):
         title = f"{nodes} x {machine}" + (" + SHARP" if sharp else "")
         if (gpus_per_node, nics_per_node) != (8, nics):
@@ -37,10 +45,43 @@ def _fabric(name: str, machine: str, wire: str, nic_bandwidth: float, nic_effici
         efficiency = {} if nic_efficiency is None else {"nic_efficiency": nic_efficiency}
         published = PUBLISHED.get(f"{name}_sharp" if sharp else name)
         return topologies.multinode(nodes, gpus_per_node, nic_bandwidth=nic_bandwidth, sharp=sharp, name=title,
-                                    nics_per_node=nics_per_node, **efficiency,
+                                    nics_per_node=nics_per_node, gpu=gpu, nvls=engines and nodes > 1, **efficiency,
                                     notes={"published busbw GB/s": published, "wire": wire,
                                            "sources": f"{GTC24}; {COMMON}"})
     return build
+
+
+def _node(gpu: str):
+    """A builder of one NVSwitch node of ``gpu`` (:data:`labcore.sim.topologies.GPUS`)."""
+    return lambda nodes, gpus_per_node, nics, sharp: topologies.nvswitch(gpus_per_node, gpu=gpu)
+
+
+def _pcie_box(gen: int, p2p: bool):
+    return lambda nodes, gpus_per_node, nics, sharp: topologies.pcie(gpus_per_node, gen=gen, p2p=p2p)
+
+
+_PCIE_SOURCES = ("PCIe spec (x16: Gen4 31.5, Gen5 63 GB/s a direction); GTC24 S62129 (PCIe all_reduce busbw: Gen4 24, "
+                 "Gen5 48); NCCL 2.30.7 tuning.cc")
+
+
+def _pcie_entries() -> list:
+    """PCIe boxes of 4 and 8 GPUs, Gen4 and Gen5, with P2P and without (through host memory)."""
+    out = []
+    for gen in (4, 5):
+        for gpus in (4, 8):
+            for p2p in (True, False):
+                name = f"pcie{gpus}_gen{gen}" + ("" if p2p else "_nop2p")
+                how = ("GPUs reach each other's memory (P2P) through the switches" if p2p else
+                       "no P2P: every transfer goes through host memory (NCCL's SHM transport)")
+                out.append(Preset(
+                    name, f"{gpus} GPUs on PCIe Gen{gen} x16 switches (4 a switch), two CPU sockets; {how}",
+                    _pcie_box(gen, p2p), kind="node", gpus_per_node=gpus,
+                    tuner=f"pcie_gen{gen}" + ("" if p2p else "_nop2p"), no_sharp=_NO_NETWORK,
+                    several_nodes="the lab has no multi-node PCIe preset; use tcp_100g or roce_8x400",
+                    published={"": ({4: 24.0, 5: 48.0}[gen], f"GTC24: PCIe Gen{gen}")} if p2p else {},
+                    sources=_PCIE_SOURCES + ("" if p2p else "; pytorch#72835 INFO log (SHM without P2P); tuner: "
+                                             "nccl-tests#307's graphs of a P2P-less PCIe box")))
+    return out
 
 
 def _textbook(make, groups: bool = False):
@@ -65,7 +106,8 @@ ENTRIES = [
            sources="PCIe spec; GTC24 S62129; NCCL 2.30.7 tuning.cc; tuner: the graphs NCCL printed for 8 x RTX "
                    "4090 on PCIe (nccl-tests#307)"),
     Preset("multinode", "DGX H100-like nodes, 8 GPUs and 8 x 400 Gb/s NICs each (dgx_h100_ib, 4 nodes by default)",
-           lambda nodes, g, nics, sharp: topologies.multinode(nodes, g, sharp=sharp, nics_per_node=nics),
+           lambda nodes, g, nics, sharp: topologies.multinode(nodes, g, sharp=sharp, nics_per_node=nics,
+                                                              nvls=nodes > 1),
            nodes=4, tuner="dgx_h100_ib", sharp=True,
            sources="GTC24 S62129; NCCL 2.30.7 tuning.cc; H100 datasheet; nccl-tests#290, #309"),
     Preset("dgx_h100_ib", "DGX H100, 8 x 400 Gb/s NDR InfiniBand",
@@ -96,6 +138,58 @@ ENTRIES = [
                    TCP_100G_BW, TCP_EFFICIENCY, nics=1),
            nodes=2, nics_per_node=1, no_tuner=_NO_GRAPHS, no_sharp="SHARP needs InfiniBand switches; this is TCP "
            "over Ethernet", published={"": (10.0, "GTC24: 100GbE TCP")}, sources=f"{GTC24}; {COMMON}"),
+    # --- the machines people run: one NVSwitch node ------------------------------------------
+    Preset("a100_sxm8", "8 x A100 SXM on NVSwitch (NVLink 3: 12 links, 600 GB/s both directions per GPU)",
+           _node("a100"), kind="node", tuner="dgx_a100", no_sharp="A100 has no NVLink SHARP (NVLS came with "
+           "Hopper); SHARP across nodes needs an InfiniBand preset such as dgx_a100_ib",
+           several_nodes="for several nodes use dgx_a100_ib (the same nodes on 8 x 200 Gb/s InfiniBand)",
+           published={"": (232.0, "GTC24: A100")},
+           sources="A100 datasheet (NVLink 600 GB/s); GTC24 S62129 (A100 busbw 232); NCCL 2.30.7 tuning.cc; "
+                   "tuner: NCCL's graphs for DGX A100 (labcore.sim.tuner.machine, nccl-tests#100 channels)"),
+    Preset("h100_sxm8", "8 x H100 SXM on NVSwitch (NVLink 4: 18 links, 900 GB/s both directions per GPU)",
+           _node("h100"), kind="node", tuner="dgx_h100", no_sharp="NVLink SHARP (NVLS) is built in; SHARP across "
+           "nodes needs an InfiniBand preset such as dgx_h100_ib",
+           several_nodes="for several nodes use dgx_h100_ib (the same nodes on 8 x 400 Gb/s InfiniBand)",
+           published={"": (370.0, "GTC24: H100"), "nvls": (480.0, "GTC24: H100 + NVLS")},
+           sources="H100 datasheet; nccl-tests#212; GTC24 S62129; NCCL 2.30.7 tuning.cc; tuner: NCCL's graphs "
+                   "for DGX H100 (NVL[370.8] of nccl#1189's log, worked through search.cc)"),
+    Preset("h200_sxm8", "8 x H200 SXM on NVSwitch (NVLink 4, as H100: 18 links, 900 GB/s both directions)",
+           _node("h200"), kind="node", tuner="dgx_h200", no_sharp="NVLink SHARP (NVLS) is built in; SHARP across "
+           "nodes needs an InfiniBand preset such as dgx_h200_ib",
+           several_nodes="for several nodes use dgx_h200_ib (the same nodes on 8 x 400 Gb/s InfiniBand)",
+           published={"": (365.6, "ml-engineering: 8 x H200 ring, 8 GiB"),
+                      "nvls": (473.1, "ml-engineering: 8 x H200 NVLS, 8 GiB")},
+           sources=f"H200 datasheet (NVLink 900 GB/s); {MLE_H200}; NCCL 2.30.7 tuning.cc; tuner: dgx_h200 "
+                   "(the same SM90 GPU and NVLink-4 links: NCCL's search cannot tell it from an H100)"),
+    Preset("b200_sxm8", "8 x B200 on NVSwitch (NVLink 5: 18 links, 1.8 TB/s both directions per GPU)",
+           _node("b200"), kind="node", tuner="dgx_b200", no_sharp="NVLink SHARP (NVLS) is built in; SHARP "
+           "across nodes needs an InfiniBand preset such as dgx_b200_ib",
+           several_nodes="for several nodes use dgx_b200_ib (the same nodes on 8 x 400 Gb/s InfiniBand)",
+           published={"": (700.0, "GTC25: B200"), "nvls": (850.0, "GTC25: B200 + NVLS")},
+           sources=f"B200 datasheet (NVLink 1.8 TB/s); {GTC25}; NCCL 2.30.7 tuning.cc (Blackwell NVLS 0.74); "
+                   "tuner: NCCL's graphs for DGX B200 (NVLink-5 40.1 GB/s links, worked through search.cc)"),
+    *_pcie_entries(),
+    # --- the machines people run: NVSwitch nodes on InfiniBand --------------------------------
+    Preset("dgx_a100_ib", "DGX A100 nodes: 8 x A100 SXM, 8 x 200 Gb/s HDR InfiniBand",
+           _fabric("dgx_a100_ib", "DGX A100, 8 x 200 Gb/s IB",
+                   "HDR InfiniBand: 200 Gb/s = 25 GB/s per NIC and direction, 24 achievable", HDR_BW, gpu="a100"),
+           nodes=2, tuner="dgx_a100_ib", sharp=True,
+           published={"": (192.0, "GTC24: DGX A100, 8 x 200Gb")},
+           sources=f"{GTC24}; A100 datasheet; NCCL 2.30.7 tuning.cc; tuner: derived (one ring per NIC, "
+                   "labcore.sim.tuner.machine)"),
+    Preset("dgx_h200_ib", "DGX H200 nodes: 8 x H200 SXM, 8 x 400 Gb/s NDR InfiniBand",
+           _fabric("dgx_h200_ib", "DGX H200, 8 x 400 Gb/s IB",
+                   "NDR InfiniBand: 400 Gb/s = 50 GB/s per NIC and direction, 48 achievable", NDR_BW, gpu="h200"),
+           nodes=2, tuner="dgx_h200_ib", sharp=True,
+           published={"": (380.0, "GTC24: DGX H100, 8 x 400Gb IB (the same network and NVLink)"),
+                      "sharp": (480.0, "GTC24: DGX H100 + SHARP (the same network and NVLink)")},
+           sources=f"{GTC24}; {COMMON}; tuner: dgx_h100_ib's graphs (the same NVLink and NICs)"),
+    Preset("dgx_b200_ib", "DGX B200 nodes: 8 x B200, 8 x 400 Gb/s NDR InfiniBand",
+           _fabric("dgx_b200_ib", "DGX B200, 8 x 400 Gb/s IB",
+                   "NDR InfiniBand: 400 Gb/s = 50 GB/s per NIC and direction, 48 achievable", NDR_BW, gpu="b200"),
+           nodes=2, tuner="dgx_b200_ib", sharp=True,
+           sources=f"DGX B200 datasheet (8 x 400 Gb/s ConnectX-7); {GTC24} (NDR achievable 48); NCCL 2.30.7 "
+                   "tuning.cc; tuner: derived like dgx_h100_ib (labcore.sim.tuner.machine)"),
     Preset("uniform", "the textbook alpha-beta machine: every pair of ranks on its own link (1 us, 10 GB/s)",
            _textbook(topologies.uniform, groups=True), kind="textbook", no_tuner=_TEXTBOOK_TUNER,
            no_sharp="its switch reduces already (in_network runs on it); there is no network to add SHARP to",

@@ -18,6 +18,17 @@
   bandwidth x n/(n+1): the relation algbw = busbw-related n/(n+1) that
   nccl-tests' maintainers give for NVLS (nccl-tests issue 239).
 
+* ``nvls`` across nodes (``gpus_per_node`` g < ranks: NCCL's NVLS and NVLSTree algorithms,
+  src/device/all_reduce.h): every node's NVSwitch reduces the node's pieces (push), GPU l of each
+  node fetches slice l of the node's sum (it is the head of NIC l), the heads of slice l combine
+  their nodes' sums across the network, store the total back into their switch and the switch
+  multicasts it to the node's other GPUs. Across nodes ``across="switch"`` sends each slice up to
+  the fabric's reducing switch and back (InfiniBand SHARP: NCCL's NVLS with CollNet), ``"ring"``
+  runs a ring all-reduce among the heads of a slice (NCCL's NVLSTree runs a tree there; on two
+  nodes both are one exchange, beyond that the ring stands in for the tree). The engines are
+  agents ``engine + node`` (default ``engine`` = ``ranks``; after the fabric's switch, agent
+  ``ranks``, when there is one).
+
 The switch is agent ``ranks`` (its buffer starts empty).
 
 Example
@@ -32,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from labcore.sim.cost import default_pipeline
-from labcore.sim.schedules._parts import Parts, algorithm
+from labcore.sim.schedules._parts import Parts, algorithm, ring_phase
 from labcore.sim.trace import Layout, Schedule
 
 
@@ -72,11 +83,21 @@ def in_network_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None
 
 
 @algorithm("all_reduce", "nvls")
-def nvls_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None) -> Schedule:
+def nvls_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None, gpus_per_node: int | None = None,
+                    engine: int | None = None, across: str = "switch") -> Schedule:
     """NVLS all-reduce (reduce at the switch, fetch own segment, multicast it); chunk j*p + c is
-    segment c of piece j."""
-    k, p = default_pipeline(nbytes) if pipeline is None else max(1, int(pipeline)), ranks
-    sw = ranks
+    segment c of piece j. With ``gpus_per_node`` below ``ranks``, NVLS in every node and
+    ``across`` ("switch" or "ring") between them (see the module docstring)."""
+    k = default_pipeline(nbytes) if pipeline is None else max(1, int(pipeline))
+    g = ranks if gpus_per_node is None else int(gpus_per_node)
+    if g < 1 or ranks % g:
+        raise ValueError(f"gpus_per_node must divide ranks={ranks}, got {gpus_per_node!r}")
+    if across not in ("switch", "ring"):
+        raise ValueError(f"across must be 'switch' (SHARP in the fabric) or 'ring', not {across!r}")
+    engine = ranks if engine is None else int(engine)
+    if g < ranks:
+        return _nvls_nodes(ranks, nbytes, k, g, engine, across)
+    p, sw = ranks, engine
     parts = Parts()
     if p > 1:
         j = np.arange(k)[:, None, None]
@@ -89,5 +110,46 @@ def nvls_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None) -> S
         parts.add(jj + 2, cc, sw, jj * p + cc, False, channel=1, label="store: segment back to switch")
         others = (np.arange(p)[:, None] + 1 + np.arange(p - 1)[None]) % p      # (segment c, every rank but c)
         parts.add(j + 3, sw, others[None], j * p + np.arange(p)[None, :, None], False, label="multicast")
-    return parts.schedule("all_reduce", "nvls", ranks, nbytes, k * p, switches=1,
-                          layout=Layout("switch", switches=1), params={"pipeline": k})
+    return parts.schedule("all_reduce", "nvls", ranks, nbytes, k * p, switches=sw - ranks + 1,
+                          layout=Layout("switch", switches=sw - ranks + 1), params={"pipeline": k})
+
+
+def _nvls_nodes(ranks: int, nbytes: float, k: int, g: int, engine: int, across: str) -> Schedule:
+    """NVLS in each of ``ranks // g`` nodes, slices combined across them; chunk (j*g + l)*m + s is
+    part s of slice l of piece j (m parts: one per node for the ring, one for the switch)."""
+    nodes = ranks // g
+    m = nodes if across == "ring" else 1
+    j = np.arange(k)[:, None, None, None]
+    node = np.arange(nodes)[None, :, None, None]
+    head = np.arange(g)[None, None, :, None]
+    part = np.arange(m)[None, None, None, :]
+    chunk = (j * g + head) * m + part                        # (k, nodes, g, m)
+    eng = engine + node
+    parts = Parts()
+    # push: every GPU of a node sends all its slices to the node's switch, which reduces them
+    for r in range(g):
+        parts.add(j, node * g + r, eng, chunk, True, channel=head, label="push: node's switch reduces")
+    parts.add(j + 1, eng, node * g + head, chunk, False, channel=head, label="load-reduce: head fetches its slice")
+    first = 2
+    if across == "switch":
+        parts.add(j + 2, node * g + head, ranks, chunk, True, channel=head, label="up: fabric switch reduces")
+        parts.add(j + 3, ranks, node * g + head, chunk, False, channel=head, label="down: fabric multicasts")
+        first = 4
+    else:
+        rings = (np.arange(nodes)[None, :] * g + np.arange(g)[:, None])           # (g slices, nodes): the heads
+        for jj in range(k):
+            blocks = ((jj * g + np.arange(g))[:, None, None] * m + np.arange(m)[None, :, None])   # (g, m parts, 1)
+            nxt = ring_phase(parts, rings, blocks, jj + 2, -1, True, "across: heads reduce-scatter",
+                             channel=np.arange(g))
+            ring_phase(parts, rings, blocks, nxt, 0, False, "across: heads all-gather", channel=np.arange(g))
+        first = 2 + 2 * (nodes - 1)
+    parts.add(j + first, node * g + head, eng, chunk, False, channel=head, label="store: total back to the switch")
+    others = (np.arange(g)[:, None] + 1 + np.arange(g - 1)[None]) % g            # (head, the node's other GPUs)
+    if g > 1:
+        parts.add(j[..., None] + first + 1, eng[..., None], node[..., None] * g + others[None, None, :, None, :],
+                  chunk[..., None], False, channel=head[..., None], label="multicast in the node")
+    switches = engine - ranks + nodes
+    return parts.schedule("all_reduce", "nvls", ranks, nbytes, k * g * m, switches=switches,
+                          layout=Layout("hierarchical", order=tuple(range(g)),
+                                        nodes=tuple((np.arange(ranks) // g).tolist()), switches=switches),
+                          params={"pipeline": k, "gpus_per_node": g, "across": across}, distinct=True)

@@ -52,11 +52,58 @@ SIM_ALGORITHM = {"Ring": "ring", "Tree": "double_tree", "NVLS": "nvls", "NVLSTre
 NVLink SHARP plays NVLS, the node-then-switch in-network reduction plays CollNet; PAT's
 Bruck-like exchange has no schedule yet)."""
 
+
+
+def simulated_as(algorithm: str, protocol: str, topology) -> tuple[str, str, dict, str]:
+    """How the simulator plays NCCL's pick (``algorithm``, ``protocol``) on ``topology``:
+    (simulator algorithm, its protocol, builder options, a note where it stands in), or a
+    one-line ValueError saying what the topology lacks and what to do.
+
+    Ring and Tree run with NCCL's protocol; NVLS runs on the NVSwitches' engines (its "Simple" is
+    the topology's "NVLS" protocol), across nodes with SHARP in the fabric when the topology has it;
+    NVLSTree is NVLS in every node and a ring among the heads across nodes (standing in for NCCL's
+    tree: the same exchange on two nodes); CollNetDirect and CollNetChain are the ``in_network``
+    all-reduce through the fabric's SHARP switch; PAT (one GPU a node) is played as a ring.
+
+    Example
+    -------
+    >>> from labcore.sim import presets
+    >>> simulated_as("NVLSTree", "Simple", presets.topology("dgx_h100_ib", nodes=2))[:3]
+    ('nvls', 'NVLS', {'across': 'ring'})
+    """
+    if algorithm not in ALGORITHMS or protocol not in PROTOCOLS:
+        raise ValueError(f"NCCL's tuner has no {algorithm}/{protocol}; algorithms are {', '.join(ALGORITHMS)}, "
+                         f"protocols {', '.join(PROTOCOLS)}")
+    have = getattr(topology, "protocols", {}) or {}
+    name, nodes = getattr(topology, "name", "this topology"), getattr(topology, "nodes", 1)
+    if algorithm in ("NVLS", "NVLSTree"):
+        if not getattr(topology, "has_engine", False) or "NVLS" not in have:
+            raise ValueError(f"NCCL's tuner picks {algorithm}/{protocol}, which needs NVLink SHARP in the NVSwitch; "
+                             f"{name!r} has none: build it from an H100-or-later preset or name another algorithm")
+        if algorithm == "NVLSTree" and nodes > 1:
+            return "nvls", "NVLS", {"across": "ring"}, "NVLS in the nodes, a ring among the heads for NCCL's tree"
+        if nodes > 1 and not getattr(topology, "sharp", False):
+            raise ValueError(f"NCCL's tuner picks NVLS/{protocol} across nodes, which needs SHARP in the network; "
+                             f"{name!r} has none: build it with sharp=True on an InfiniBand preset, or name NVLSTree")
+        return "nvls", "NVLS", {}, ""
+    if algorithm in ("CollNetDirect", "CollNetChain"):
+        if not getattr(topology, "sharp", False) or topology.switch_agents == 0:
+            raise ValueError(f"NCCL's tuner picks {algorithm}/{protocol}, which needs SHARP in the network; "
+                             f"{name!r} has none: build it with sharp=True on an InfiniBand preset")
+        return "in_network", "Simple" if "Simple" in have else None, {}, \
+            ("" if algorithm == "CollNetDirect" else "CollNetChain played as CollNetDirect (a head per NIC)")
+    if have and protocol not in have:
+        raise ValueError(f"NCCL's tuner picks {algorithm}/{protocol}, but {name!r} does not describe {protocol}; "
+                         f"it describes {', '.join(have)}: name the protocol")
+    note = "PAT played as a ring (the simulator has no PAT schedule)" if algorithm == "PAT" else ""
+    return SIM_ALGORITHM[algorithm], protocol if have else None, {}, note
+
+
 __all__ = ["ALGORITHMS", "PROTOCOLS", "FUNCTIONS", "OPS", "Machine", "TopoGraph", "MACHINES", "graphs_from_log",
            "Option", "Tuned",
            "tune", "options", "choose", "launch", "ring_pipeline", "predict", "table", "cost_table",
            "tuning_table", "protocol_table",
-           "tuning_log", "cost_sweep", "crossovers", "SIM_ALGORITHM"]
+           "tuning_log", "cost_sweep", "crossovers", "SIM_ALGORITHM", "simulated_as"]
 
 # Old names, kept for one release: they warn and forward (sweep: lc.bench.sweep measures; Graph: the
 # simulator's topology.Graph is a network).

@@ -318,6 +318,34 @@ _H100_IB = dict(gpu="hopper", cpu_vendor="intel", nvswitch=True,
                 nvls=TopoGraph(8, 40.0, 48.0, type_intra="NVL", type_inter="PIX", same_channels=False,
                                pattern="nvls"))
 
+# DGX A100 across nodes: 8 x 200 Gb/s HDR InfiniBand, one NIC per GPU on its PCIe switch; AMD EPYC
+# hosts. Derived (tests/data holds no INFO log of this machine): one ring per NIC, each at the
+# slower of the NIC (NCCL counts 200 Gb/s as 25 GB/s) and the GPU's PCIe Gen4 path to it (24 GB/s
+# achievable, GTC24 S62129), as dgx_h100_ib's search works out; the tree takes the ring's channels.
+# Check against your log's "Pattern 4" / "Pattern 1" lines.
+_A100_IB = dict(gpu="ampere", cpu_vendor="amd", nvswitch=True,
+                ring=TopoGraph(8, 24.0, type_intra="NVL", type_inter="PIX", same_channels=False),
+                tree=TopoGraph(8, 24.0, type_intra="NVL", type_inter="PIX", same_channels=False,
+                               pattern="balanced_tree"))
+# DGX B200 across nodes: 8 x 400 Gb/s ConnectX-7 behind PCIe Gen5, as on DGX H100 (DGX B200
+# datasheet), Intel Xeon hosts. Derived like dgx_h100_ib (no log in tests/data): 8 rings at 45 GB/s
+# (sm90/sm100 inter speed arrays step from 48 to 45); NVLS: 8 heads at dgx_b200's 80 GB/s intra, the
+# NIC's 48 inter.
+_B200_IB = dict(gpu="blackwell", cpu_vendor="intel", nvswitch=True,
+                ring=TopoGraph(8, 45.0, type_intra="NVL", type_inter="PXN", same_channels=False),
+                tree=TopoGraph(8, 45.0, type_intra="NVL", type_inter="PXN", same_channels=False,
+                               pattern="balanced_tree"),
+                nvls=TopoGraph(8, 80.0, 48.0, type_intra="NVL", type_inter="PIX", same_channels=False,
+                               pattern="nvls"))
+
+
+def _pcie(bw: float, name: str) -> Machine:
+    """A PCIe box (no NVLink): one ring and one tree through the CPUs, at ``bw`` GB/s a channel."""
+    return Machine(8, 1, gpu="ampere", cpu_vendor="intel", name=name,
+                   ring=TopoGraph(1, bw, type_intra="SYS", type_inter="PIX"),
+                   tree=TopoGraph(1, bw, type_intra="SYS", type_inter="PIX", pattern="balanced_tree"))
+
+
 class _Machines(dict):
     """The machines by name; a preset's name (``"nvswitch8"``, ``"multinode"``...) gives the machine
     its entry in :mod:`labcore.sim.presets` names, so the registry is the one table of them."""
@@ -352,6 +380,20 @@ MACHINES: dict[str, Machine] = _Machines({
                          ring=TopoGraph(1, 5.0, type_intra="SYS", type_inter="PIX"),
                          tree=TopoGraph(1, 5.0, type_intra="SYS", type_inter="PIX", pattern="balanced_tree")),
     "dgx_h100_ib": Machine(32, 4, name="4 DGX H100 nodes, 8 x 400 Gb/s InfiniBand each", **_H100_IB),
+    "dgx_h200_ib": Machine(32, 4, name="4 DGX H200 nodes, 8 x 400 Gb/s InfiniBand each", **_H100_IB),
+    "dgx_a100_ib": Machine(16, 2, name="2 DGX A100 nodes, 8 x 200 Gb/s InfiniBand each", **_A100_IB),
+    "dgx_b200_ib": Machine(16, 2, name="2 DGX B200 nodes, 8 x 400 Gb/s InfiniBand each", **_B200_IB),
+    # PCIe boxes. Without P2P (GPUs exchange through host memory, NCCL's SHM transport): the graphs
+    # NCCL printed for 8 x RTX 4090, whose GeForce cards have no P2P (nccl-tests#307, the pcie_4090
+    # machine: 1 channel at 5 GB/s, type SYS; two coll channels, as the P2P-less box of pytorch#72835
+    # prints "2 coll channels"). Gen5 without P2P: derived, twice Gen4's 5 GB/s (twice the line rate).
+    # With P2P: derived (no log in tests/data), one channel at the achievable x16 rate, Gen4 24 and
+    # Gen5 48 GB/s (GTC24 S62129's PCIe all_reduce busbw). Compute capability 8.0 reads NCCL's
+    # Ampere rows, as for PCIe A100s and Ada cards.
+    "pcie_gen4": _pcie(24.0, "PCIe Gen4 box with P2P"),
+    "pcie_gen5": _pcie(48.0, "PCIe Gen5 box with P2P"),
+    "pcie_gen4_nop2p": _pcie(5.0, "PCIe Gen4 box without P2P (through host memory)"),
+    "pcie_gen5_nop2p": _pcie(10.0, "PCIe Gen5 box without P2P (through host memory)"),
     # B200: 18 NVLink-5 links x 40.1 GB/s = 721.8. Ring (sm100SpeedArrayIntra 90, 80, ...): 8 x 90 =
     # 720, doubled to 16 x 45; 32 channels. NVLS: 9 x speed <= 721.8 gives 80 intra; bwInter 90.
     "dgx_b200": Machine(8, 1, gpu="blackwell", cpu_vendor="intel", nvswitch=True,
