@@ -94,6 +94,7 @@ def gloo_cluster():
 
 
 _PROGRESS_DIR: list = []   # [the session's folder, LABCORE_PROGRESS as it was]
+_WORKER_TMP: list = []     # [an xdist worker's temporary folder, TMPDIR as it was]
 
 
 def pytest_configure(config):
@@ -101,6 +102,13 @@ def pytest_configure(config):
     home. Set at start-up, not in a fixture, so nbval's kernels (which no fixture reaches) inherit it too."""
     import tempfile
 
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        # each worker its own temporary folder: tests that look for what a run left behind in it
+        # (scratch folders, flight-recorder dumps) see their own worker's files only
+        _WORKER_TMP[:] = [tempfile.mkdtemp(prefix=f"pytest-{worker}-"), os.environ.get("TMPDIR")]
+        os.environ["TMPDIR"] = _WORKER_TMP[0]
+        tempfile.tempdir = None
     _PROGRESS_DIR[:] = [tempfile.mkdtemp(prefix="labcore-test-progress-"), os.environ.get("LABCORE_PROGRESS")]
     os.environ["LABCORE_PROGRESS"] = os.path.join(_PROGRESS_DIR[0], "progress.jsonl")
 
@@ -115,6 +123,16 @@ def pytest_unconfigure(config):
             os.environ.pop("LABCORE_PROGRESS", None)
         else:
             os.environ["LABCORE_PROGRESS"] = before
+    if _WORKER_TMP:
+        import tempfile
+
+        folder, before = _WORKER_TMP
+        shutil.rmtree(folder, ignore_errors=True)
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
+        tempfile.tempdir = None
 
 
 @pytest.fixture(scope="session")

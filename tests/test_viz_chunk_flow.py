@@ -11,7 +11,9 @@ CASES = [(op, alg) for op, table in sorted(sim.ALGORITHMS.items()) for alg in so
 
 
 def simulate(op, alg, ranks=8):
-    topo = sim.topologies.uniform(ranks, gpus_per_node=4 if ranks % 4 == 0 else None)
+    # NVLS on nodes of 4 needs a reducing switch in each node: draw it on one node of all the ranks
+    nodes_of_4 = ranks % 4 == 0 and alg != "nvls"
+    topo = sim.topologies.uniform(ranks, gpus_per_node=4 if nodes_of_4 else None)
     options = {"gpus_per_node": 4} if alg == "hierarchical" else {}
     return sim.simulate(op, algorithm=alg, ranks=ranks, nbytes=ranks * 4096, topology=topo, **options)
 

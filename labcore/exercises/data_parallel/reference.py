@@ -107,7 +107,7 @@ def start_model(seed: int, dims=DIMS):
 
     BatchNorm's running statistics (``running_mean``, ``running_var``, ``num_batches_tracked``)
     are **buffers**: model state that is not a parameter, that no gradient updates and that
-    ``eval()`` uses. They are filled from ``seed`` too, as if the model had seen ``seed + 1``
+    the model in evaluation mode uses. They are filled from ``seed`` too, as if the model had seen ``seed + 1``
     batches, so that ranks built from different seeds differ in both.
 
     Example
