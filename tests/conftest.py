@@ -23,7 +23,7 @@ import labcore as lc
 # Files whose tests start processes (clusters, kernels, CLIs, engines) or a browser.
 LIVE_FILES = {
     "test_bench_cli.py", "test_bench_evidence.py", "test_bench_sweep.py", "test_bench_units.py",
-    "test_cluster.py", "test_cluster_faults.py", "test_cluster_gpu.py", "test_engines.py",
+    "test_cluster.py", "test_cluster_daemons.py", "test_cluster_faults.py", "test_cluster_gpu.py", "test_engines.py",
     "test_exercises_all.py", "test_exercises_hangs.py", "test_exercises_ring.py", "test_exercises_training.py",
     "test_hang_clinic.py", "test_inputs_bench.py", "test_inputs_live.py", "test_inputs_sim.py", "test_lint.py", "test_magic.py",
     "test_package.py", "test_readme.py", "test_recorder.py", "test_replay.py", "test_scaleout.py",

@@ -1,7 +1,7 @@
 """EngineCluster on real ipyparallel engines started here (2 local engines, gloo over loopback).
 
 Engines cost seconds to start on a small machine, so one pair serves every test of
-the module and the fault tests come last (a hang restarts the engines).
+the module and the fault tests come last (a hang or a dead engine restarts the engines).
 """
 import os
 import signal
@@ -17,6 +17,7 @@ ipp = pytest.importorskip("ipyparallel")
 
 import labcore as lc
 from labcore.live import magic
+from test_cluster_daemons import _all_gone, _alive, _start_daemons
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +98,65 @@ def test_a_hang_names_where_the_rank_is_stuck_then_engines_restart(engines):
     assert engines.run(_total, 0) == [1, 1]                        # fresh engines, fresh group
     assert engines.restarts == 1 and not set(old) & set(engines.pids)
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in old)
+
+
+def _dies_on_rank_one(how):
+    import os
+    import signal
+
+    import torch
+    import torch.distributed as dist
+
+    if lc.rank_info().rank == 1:
+        if how == "SIGKILL":
+            os.kill(os.getpid(), signal.SIGKILL)
+        os._exit(9)
+    t = torch.ones(1)
+    dist.all_reduce(t)        # rank 0 fails here first ("Connection closed by peer"): rank 1 is named
+    return t.item()
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "os._exit"])
+def test_an_engine_that_dies_in_a_call_is_named_and_the_next_call_gets_fresh_engines(engines, how):
+    old, restarts = engines.pids, engines.restarts
+    with pytest.raises(lc.RankDied) as err:
+        engines.run(_dies_on_rank_one, how)
+    assert err.value.rank == 1 and str(err.value).startswith("rank 1 died"), str(err.value)
+    assert engines.run(_total, 0) == [1, 1]                        # no raw "No such engine"
+    assert engines.restarts == restarts + 1 and not set(old) & set(engines.pids)
+
+
+def _temp_and_cache():
+    import tempfile
+
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return tempfile.gettempdir(), cache_dir()      # what torch.compile would write to
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="child subreapers are Linux's")
+def test_close_returns_when_engines_nannies_controller_and_daemons_are_gone(tmp_path, monkeypatch, capfd):
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    cl = lc.EngineCluster(2, timeout=60)
+    try:
+        run_dir = cl._owned["run_dir"]
+        temps = cl.run(_temp_and_cache)
+        daemons = [p for s in cl.run(_start_daemons) for p in s["pids"]]
+        engines_, nannies = cl.pids, list(cl._nannies)
+        controller = cl._ipp.controller.process.pid
+        assert len(nannies) == 2 and all(t.startswith(run_dir + os.sep) and c.startswith(t) for t, c in temps)
+        capfd.readouterr()
+    finally:
+        cl.close()
+    shown = capfd.readouterr()
+    assert not [p for p in [*engines_, *nannies, controller] if _alive(p)]    # gone when close() returns
+    assert _all_gone(daemons), [p for p in daemons if _alive(p)]
+    # no torchinductor_*, no folder (multiprocessing's own pymp-* goes at the process's exit)
+    assert [e for e in os.listdir(tmp_path) if not e.startswith("pymp-")] == []
+    assert shown.out == "" and shown.err == "", shown                         # no engine logs at close
 
 
 @pytest.mark.parametrize("kwargs, match", [

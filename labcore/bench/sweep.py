@@ -84,7 +84,7 @@ def _size(value, flag: str) -> int:
 
 def _validate(op, nranks, dtype, redop, root, warmup, iters, placements, repeats, slowdown, check, corrupt,
               timeout):
-    from labcore.live.cluster import check_timeout
+    from labcore.live.base import check_timeout
 
     name = checks.check_collective(op, nranks, redop, root)
     _, torch_dtype = dtype_of(dtype)

@@ -9,7 +9,6 @@ next call, which with the warm forkserver takes a fraction of a second.
 from __future__ import annotations
 
 import contextlib
-import math
 import multiprocessing as mp
 import numbers
 import os
@@ -21,43 +20,20 @@ import threading
 import time
 import weakref
 
-import cloudpickle
 import psutil
 
 from labcore.live import hang, output, scratch, settings, source
 from labcore.live import control
+from labcore.live.base import ERROR_GRACE_S, RankGroupBase
 from labcore.live.errors import ClusterError, CollectiveTimeout, RankDied, RankError
 from labcore.live.sysinfo import check_world_size, choose_backend
 
-# How long the other ranks get to report after one rank raised, before the group is replaced.
-_ERROR_GRACE_S = 1.0
-# A hang report asks each stuck rank for its stack: about this long.
-_STACK_DUMP_S = 2.0
 # First start includes the forkserver importing torch; allow for a slow, shared machine.
 _START_TIMEOUT_S = 120.0
 # Exit code of a rank that found lc.Cluster(...) while importing a script's main module.
 _MAIN_GUARD_EXIT = 86
 _MAIN_GUARD_FIX = ("in a script, create the cluster under `if __name__ == \"__main__\":` (ranks start "
                    "with forkserver or spawn, which import the script's main module)")
-
-
-def _brief(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def check_timeout(value, what: str = "timeout") -> float:
-    """``value`` as seconds, or a ValueError naming ``what`` when it is not in (0, a week]."""
-    try:
-        finite = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
-    except OverflowError:  # an int or Fraction beyond any float
-        finite = False
-    if not finite or value <= 0:
-        raise ValueError(f"{what} must be a finite, positive number of seconds (e.g. 30), not {_brief(value)}")
-    if value > settings.MAX_TIMEOUT_S:
-        raise ValueError(f"{what} must be at most a week ({settings.MAX_TIMEOUT_S} s), not {_brief(value)}: a call "
-                         "that may run longer is better split into shorter ones")
-    return float(value)
 
 
 def _context(start_method: str):
@@ -240,7 +216,7 @@ def _stop_quietly(group: _Group) -> None:
     group.stop(graceful=True)
 
 
-class Cluster:
+class Cluster(RankGroupBase):
     """``world_size`` ranks running torch.distributed, kept alive between calls.
 
     Parameters
@@ -302,7 +278,7 @@ class Cluster:
             world_size = int(world_size)  # numpy integers too
         if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
             raise ValueError(f"world_size must be a positive int (the number of ranks), not {world_size!r}")
-        timeout = check_timeout(timeout)
+        self._init_base(timeout)
         output_limit = settings.check_output_limit(output_limit)
         if isinstance(reply_limit, bool) or not isinstance(reply_limit, numbers.Integral) or reply_limit < 1:
             raise ValueError(f"reply_limit must be a number of bytes (an int of at least 1), not {reply_limit!r}")
@@ -312,33 +288,15 @@ class Cluster:
         self.backend = choose_backend(world_size, backend)
         check_world_size(world_size, self.backend, oversubscribe)
         self.world_size = world_size
-        self._timeout = timeout
         self.env = env
         self.show_output = show_output
         self.output_limit = output_limit
         self.reply_limit = reply_limit
-        self.restarts = 0
-        self.last_output: list[tuple[str, str]] = []
         self._group: _Group | None = None
         self._finalizer = None
-        self._fault: str | None = None
-        self._origins: dict[str, str] = {}  # where the current call's functions were defined
-        self._request_id = 0
         self._emitted = False
-        self._lock = threading.Lock()
-        self._call_ends = 0.0            # when the running call's timeout, hang report and grace are over
-        self._closed_under_call = False  # close() in another thread gave up waiting for that call
         scratch.sweep()
         self._start()
-
-    @property
-    def timeout(self) -> float:
-        """Seconds a call may take before it is reported as a hang (finite and positive)."""
-        return self._timeout
-
-    @timeout.setter
-    def timeout(self, value: float) -> None:
-        self._timeout = check_timeout(value)
 
     # -- lifecycle -------------------------------------------------------------------------
     def _start(self) -> None:
@@ -370,47 +328,17 @@ class Cluster:
             self._group.stop(graceful=False)
         self._group = None
 
-    def _ensure_running(self) -> None:
-        dead = [r for r, p in enumerate(self._group.procs) if not p.is_alive()] if self._group else []
-        if dead:
-            self._fault = f"rank {dead[0]} had exited since the last call"
-            self._discard()
-        if self._group is None:
-            print(f"labcore: starting {self.world_size} fresh ranks "
-                  f"({self._fault or 'the cluster had been closed'}).", flush=True)
-            self.restarts += 1
-            self._start()
-
-    def close(self) -> None:
-        """Stop every rank and remove the scratch files. Safe to call twice.
-
-        Using the cluster again afterwards starts fresh ranks. A call running in
-        another thread gets its own timeout (and its hang report) to finish first.
-        """
-        locked = self._lock.acquire(timeout=max(0.0, self._call_ends - time.monotonic()) + 1.0)
-        self._closed_under_call = not locked
-        try:
-            self._close_now()
-        finally:
-            if locked:
-                self._lock.release()
-
     def _close_now(self) -> None:
         finalizer, self._finalizer = self._finalizer, None
         self._group, self._fault = None, None  # closed, even if an interrupt ends the stop below
         if finalizer is not None:
             finalizer()  # runs the graceful stop once
 
-    def __enter__(self) -> "Cluster":
-        return self
+    def _running(self) -> bool:
+        return self._group is not None
 
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    @property
-    def closed(self) -> bool:
-        """True after :meth:`close` (a faulted cluster is not closed: it restarts on the next call)."""
-        return self._group is None and self._fault is None
+    def _dead_ranks(self) -> list[int]:
+        return [r for r, p in enumerate(self._group.procs) if not p.is_alive()]
 
     @property
     def pids(self) -> list[int]:
@@ -422,102 +350,19 @@ class Cluster:
             f"restarting: {self._fault}" if self._group is None else "running")
         return f"Cluster(world_size={self.world_size}, backend={self.backend!r}, {state})"
 
-    # -- calls -----------------------------------------------------------------------------
-    def run(self, fn, *args, **kwargs) -> list:
-        """Run ``fn(*args, **kwargs)`` on every rank; return the results in rank order.
+    # -- calls: RankGroupBase checks them and keeps them one at a time -------------------------
+    def _check_caller(self) -> None:
+        if self._group is not None and self._group.owner != os.getpid():
+            raise ClusterError(f"this cluster's ranks belong to process {self._group.owner}, which this "
+                               "process was forked from; create an lc.Cluster of its own here")
 
-        ``fn`` may be defined in the notebook (it travels with cloudpickle). Inside
-        it, ``labcore.rank_info()`` gives the rank, world size and device.
-        """
-        return self.call(fn, args, kwargs)
-
-    def call(self, fn, args: tuple = (), kwargs: dict | None = None, timeout: float | None = None) -> list:
-        """Like :meth:`run` with an explicit per-call ``timeout`` (seconds)."""
-        if not callable(fn):
-            raise TypeError(f"Cluster.run needs a function to run on every rank, got {type(fn).__name__}")
-        if not isinstance(args, (tuple, list)):
-            raise TypeError(f"args must be a tuple of positional arguments, not {type(args).__name__}")
-        if kwargs is not None and not isinstance(kwargs, dict):
-            raise TypeError(f"kwargs must be a dict of keyword arguments, not {type(kwargs).__name__}")
-        timeout = self._call_timeout(timeout)
-        try:
-            payload = cloudpickle.dumps((fn, tuple(args), dict(kwargs or {})))
-        except Exception as exc:
-            raise TypeError(f"cannot send {getattr(fn, '__name__', fn)!r} or its arguments to the ranks: "
-                            f"{type(exc).__name__}: {exc}. Pass plain data (numbers, lists, arrays, "
-                            "CPU tensors) and create files, locks or sockets on the ranks.") from None
-        return self._request("run", payload, timeout, source.code_origins(fn))
-
-    def exec(self, code: str, timeout: float | None = None) -> list:
-        """Run code on every rank in that rank's own namespace (what ``%%ranks`` does).
-
-        Returns, per rank, the repr of the code's last expression or None.
-        """
-        if not isinstance(code, str):
-            raise TypeError(f"Cluster.exec needs the code as a string, not {type(code).__name__}")
-        try:
-            source = code.encode()
-        except UnicodeEncodeError as bad:
-            raise ValueError(f"the code holds {bad.object[bad.start:bad.end]!r} at position {bad.start}, which is "
-                             "not text (a lone surrogate, e.g. from a file read with the wrong encoding)") from None
-        return self._request("exec", source, self._call_timeout(timeout))
-
-    def pull(self, name: str, timeout: float | None = None) -> list:
-        """The value of ``name`` in each rank's ``%%ranks`` namespace, in rank order."""
-        if not isinstance(name, str) or not name.isidentifier():
-            raise TypeError(f"Cluster.pull needs a variable name such as 'result', not {name!r}")
-        return self._request("pull", name.encode(), self._call_timeout(timeout))
-
-    def push(self, names: dict | None = None, /, timeout: float | None = None, **values) -> None:
-        """Define names in every rank's ``%%ranks`` namespace, e.g. ``cl.push(n=1024)``.
-
-        ``timeout`` is the call's own; a variable of that name goes in a dict:
-        ``cl.push({"timeout": 30})``.
-        """
-        if names is not None:
-            if not isinstance(names, dict) or not all(isinstance(k, str) and k.isidentifier() for k in names):
-                raise TypeError("Cluster.push takes a dict of variable names to values, e.g. {'timeout': 30}, "
-                                "or the names as keywords")
-            values = {**names, **values}
-        timeout = self._call_timeout(timeout)
-        for name, value in values.items():
-            try:
-                cloudpickle.dumps(value)
-            except Exception as exc:
-                raise TypeError(f"cannot send {name}={type(value).__name__} to the ranks "
-                                f"({type(exc).__name__}: {exc}); push plain data") from None
-        self._request("push", cloudpickle.dumps(values), timeout)
-
-    def _call_timeout(self, timeout) -> float:
-        return self._timeout if timeout is None else check_timeout(timeout)
-
-    def _request(self, kind: str, payload: bytes, timeout: float, origins: dict[str, str] | None = None) -> list:
-        if not self._lock.acquire(blocking=False):
-            raise ClusterError("another call is already running on this cluster (from another thread); "
-                               "wait for it to return, or give each thread its own lc.Cluster")
-        try:
-            if self._group is not None and self._group.owner != os.getpid():
-                raise ClusterError(f"this cluster's ranks belong to process {self._group.owner}, which this "
-                                   "process was forked from; create an lc.Cluster of its own here")
-            self._ensure_running()
-            self._emit_late()
-            self._origins = origins or {}
-            self._request_id += 1
-            outbox = control.Outbox(control.frame((self._request_id, kind, payload, timeout)),
-                                    [conn.fileno() for conn in self._group.conns])
-            for fd in outbox.unsent():
-                outbox.write(fd)  # a short request to ranks that are reading goes out at once
-            self._call_ends = time.monotonic() + timeout + _STACK_DUMP_S + _ERROR_GRACE_S
-            return self._collect(self._request_id, outbox, timeout)
-        except Exception:
-            if self._closed_under_call:
-                raise ClusterError("close() ran in another thread while this call was still running, after "
-                                   "waiting for the call's timeout; the cluster is closed (using it again "
-                                   "starts fresh ranks)") from None
-            raise
-        finally:
-            self._closed_under_call = False
-            self._lock.release()
+    def _send(self, kind: str, payload: bytes, timeout: float) -> list:
+        self._emit_late()
+        outbox = control.Outbox(control.frame((self._request_id, kind, payload, timeout)),
+                                [conn.fileno() for conn in self._group.conns])
+        for fd in outbox.unsent():
+            outbox.write(fd)  # a short request to ranks that are reading goes out at once
+        return self._collect(self._request_id, outbox, timeout)
 
     def _collect(self, request_id: int, outbox: control.Outbox, timeout: float) -> list:  # noqa: C901 (to be split)
         """Finish sending ``outbox``; wait for every rank's reply to it, watching processes and output.
@@ -558,7 +403,7 @@ class Cluster:
                     elif obj in by_conn:
                         self._receive(group, streams, by_conn[obj], request_id, replies, errors)
                         if errors:
-                            deadline = min(deadline, time.monotonic() + _ERROR_GRACE_S)
+                            deadline = min(deadline, time.monotonic() + ERROR_GRACE_S)
                     elif by_sentinel[obj] not in replies and not group.conns[by_sentinel[obj]].poll():
                         self._died(by_sentinel[obj])
             clean = (not errors or len(replies) == n) and not any(s.partial for s in streams)
@@ -619,24 +464,6 @@ class Cluster:
                 name, text, tb = body
                 errors[rank] = (name, text, source.restore_frames(tb, self._origins))
 
-    def _unpack_all(self, replies: dict) -> list:
-        results, failed = [], None
-        for rank in range(len(replies)):
-            try:
-                results.append(cloudpickle.loads(replies[rank][1]))
-            except (Exception, SystemExit) as exc:  # what a reply's own unpickling raises (not Ctrl-C)
-                failed = failed or (rank, exc)
-                results.append(None)
-        if failed:
-            rank, exc = failed
-            self._fault = f"rank {rank} returned a value the notebook could not load"
-            self._discard()
-            raise ClusterError(f"rank {rank} returned a value the notebook cannot load "
-                               f"({type(exc).__name__}: {exc}); return plain data or CPU tensors, not "
-                               "objects of classes or modules that exist only on the ranks. "
-                               "The next call starts a fresh group.") from None
-        return results
-
     def _died(self, rank: int):
         proc = self._group.procs[rank]
         proc.join(1.0)
@@ -661,15 +488,6 @@ class Cluster:
                 waiting.register(fd, select.POLLIN)
         if waiting.poll(0):
             self._show(self._group.read_output(), ", after its last call returned")
-
-    def _show(self, outputs: list[tuple[str, str]], note: str = "") -> None:
-        """Print each rank's output, prefixed ``[rank r<note>]``, in rank order (when show_output)."""
-        if self.show_output:
-            for rank, (out, err) in enumerate(outputs):
-                for text, stream in ((out, sys.stdout), (err, sys.stderr)):
-                    for line in text.splitlines():
-                        stream.write(f"[rank {rank}{note}] {line}\n")
-            sys.stdout.flush()
 
     def _emit(self) -> list[tuple[str, str]]:
         """Read what every rank printed during the call; show it prefixed by rank, in rank order."""

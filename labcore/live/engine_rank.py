@@ -12,7 +12,13 @@ for their globals), so every engine needs labcore installed:
 - :func:`call`: one request (run, exec, pull, push) with its output captured and
   capped, and a watchdog that publishes the rank's stack if it is still busy
   when the call's deadline comes, so the notebook can say where it is stuck;
-- :func:`teardown`: destroy the process group and forget the rank's state.
+- :func:`teardown`: destroy the process group and forget the rank's state; on close, also end
+  whatever the rank's code started (daemons too: the engine adopts them, labcore.live.subreaper)
+  and remove the engine's temp folder.
+
+A call runs as a forked rank's does (labcore.live.worker): the same request handler, NCCL's
+deadline per call, the wait for the GPU work it queued, the mixed ``cpu:gloo,cuda:nccl`` group
+on GPUs, and C's stdout line-buffered and flushed per call.
 """
 from __future__ import annotations
 
@@ -21,10 +27,13 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 import traceback
 from datetime import timedelta
+
+from labcore.live import subreaper
 
 # A watchdog publishes the stack this much before the notebook's deadline, so it is there in time.
 _DUMP_LEAD_S = 0.25
@@ -37,10 +46,10 @@ class _State:
     def __init__(self):
         self.store = None          # engine 0 keeps the master store alive
         self.listener = None       # the socket the master store listens on
-        self.info = None
-        self.world = None
-        self.namespace: dict = {}
+        self.worker = None         # labcore.live.worker._Worker: the rank's namespace and call path
         self.lifeline = None
+        self.tmp = None            # the engine's TMPDIR while it is a rank, and the TMPDIR it had
+        self.saved_tmpdir = None
 
 
 _state = _State()
@@ -63,10 +72,25 @@ def probe(interface: str) -> dict:
 
     me = psutil.Process()
     return {"host": socket.gethostname(), "pid": os.getpid(), "started": me.create_time(),
-            "pgid": os.getpgid(0), "cpus": os.cpu_count() or 1,
+            "pgid": os.getpgid(0), "cpus": os.cpu_count() or 1, "nannies": [p.pid for p in _nannies()],
             "address": _interface_address(interface), "interfaces": sorted(psutil.net_if_addrs()),
             "gpus": torch.cuda.device_count() if torch.cuda.is_available() else 0,
             "nccl": dist.is_available() and dist.is_nccl_available()}
+
+
+def _nannies() -> list:
+    """ipyparallel's nanny of this engine: a child in a session of its own that tells the
+    controller when the engine dies (ipyparallel/engine/nanny.py)."""
+    import psutil
+
+    found = []
+    for child in psutil.Process().children():
+        try:
+            if "ipyparallel.engine.nanny" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.Error:
+            pass
+    return found
 
 
 def open_store(address: str, timeout_s: float) -> int:
@@ -97,25 +121,33 @@ def close_store() -> None:
 
 def init(rank: int, world_size: int, local_rank: int, threads: int, backend: str, address: str, port: int,
          generation: int, interface: str, timeout_s: float, env: dict, lifeline: dict | None,
-         sys_path: list[str]) -> dict:
+         sys_path: list[str], tmp_parent: str | None = None) -> dict:
     """Join the process group as ``rank``; return what the rank is (for the notebook to check).
 
     ``sys_path`` is the notebook's import path: functions cloudpickle sends by reference
     (those of a script's or test's own modules) import on the engine as they do there,
-    as multiprocessing's spawn arranges for its children.
+    as multiprocessing's spawn arranges for its children. ``tmp_parent`` is the cluster's
+    scratch folder when it is on this host: the engine's temp files go there, and with it.
     """
     import torch
     import torch.distributed as dist
 
-    from labcore.live import settings
+    from labcore.live import c_stdio, settings
     from labcore.live.context import RankInfo, _set_current
+    from labcore.live.sysinfo import group_backend
+    from labcore.live.worker import _nccl_defaults, _Worker
 
     teardown()
+    subreaper.adopt_orphans()
     sys.path.extend(p for p in sys_path if p not in sys.path)
+    _own_tmpdir(tmp_parent)
     os.environ.update({"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface,
                        "OMP_NUM_THREADS": str(threads), "LOCAL_RANK": str(local_rank)})
+    if backend == "nccl":
+        _nccl_defaults(_state.tmp)
     os.environ.update(env)
     torch.set_num_threads(threads)
+    c_stdio.line_buffer_stdout()  # C's lines (NCCL's log) reach the engine's log as they are written
     if lifeline and _state.lifeline is None:
         _state.lifeline = _watch_notebook(**lifeline)
     if backend == "nccl":
@@ -127,27 +159,61 @@ def init(rank: int, world_size: int, local_rank: int, threads: int, backend: str
                                                           timeout=timedelta(seconds=timeout_s))
     # A fresh prefix per generation: a re-initialised group never reads an older one's keys.
     store = dist.PrefixStore(f"labcore-{generation}", store)
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+    dist.init_process_group(group_backend(backend), store=store, rank=rank, world_size=world_size,
                             timeout=timedelta(seconds=settings.GROUP_TIMEOUT_S),
                             device_id=device if backend == "nccl" else None)
     info = RankInfo(rank, world_size, local_rank, backend, device)
     _set_current(info)
-    _state.info, _state.world = info, dist.group.WORLD
-    _state.namespace = {"__name__": "__ranks__", "torch": torch, "dist": dist, "rank": rank,
-                        "world_size": world_size, "device": device}
+    _state.worker = _Worker(None, info, _state.tmp)
     return {"rank": rank, "pid": os.getpid(), "device": str(device)}
 
 
-def teardown() -> None:
-    """Leave the process group and drop the rank's namespace (engine 0 keeps its store open)."""
+def _own_tmpdir(tmp_parent: str | None) -> None:
+    """Point TMPDIR (torch's compile caches, the learner's temp files) at a folder of the lab's,
+    once per engine: inside the cluster's scratch folder when it is on this host, else a scratch
+    folder of the engine's own (swept by a later cluster once the engine is gone)."""
+    from labcore.live import scratch
+
+    if _state.tmp is not None and os.path.isdir(_state.tmp):
+        return
+    if tmp_parent and os.path.isdir(tmp_parent):
+        _state.tmp = os.path.join(tmp_parent, f"engine-{os.getpid()}.tmp")
+        os.makedirs(_state.tmp, exist_ok=True)
+    else:
+        _state.tmp = scratch.make_run_dir()
+    _state.saved_tmpdir = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = _state.tmp
+    tempfile.tempdir = None
+
+
+def teardown(final: bool = False) -> None:
+    """Leave the process group and drop the rank's namespace (engine 0 keeps its store open).
+
+    ``final`` (the cluster is closing): also end every process the rank's code started, but
+    ipyparallel's nanny, and remove the engine's temp folder.
+    """
     import torch.distributed as dist
 
+    from labcore.live import scratch
     from labcore.live.context import _set_current
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
     _set_current(None)
-    _state.info, _state.world, _state.namespace = None, None, {}
+    _state.worker = None
+    if final:
+        subreaper.end_descendants(keep=[p.pid for p in _nannies()])
+        if _state.tmp is not None:
+            for name, value in list(os.environ.items()):   # torch's caches note their folder here
+                if value.startswith(_state.tmp + os.sep):
+                    del os.environ[name]
+            scratch.remove(_state.tmp)
+            if _state.saved_tmpdir is None:
+                os.environ.pop("TMPDIR", None)
+            else:
+                os.environ["TMPDIR"] = _state.saved_tmpdir
+            tempfile.tempdir = None
+            _state.tmp = None
 
 
 def _watch_notebook(host: str, pid: int, started: float, reap: list, run_dir: str | None):
@@ -170,6 +236,7 @@ def _watch_notebook(host: str, pid: int, started: float, reap: list, run_dir: st
     def watch():
         while same(pid, started):
             time.sleep(0.25)
+        subreaper.end_descendants()   # what the rank started, adopted daemons and the nanny too
         for p, t in reap:
             if same(p, t):
                 try:
@@ -230,33 +297,38 @@ def _arm_watchdog(seconds: float) -> threading.Event:
 
 
 def _describe(exc: BaseException) -> tuple[str, str, str]:
-    """Type name, message and traceback, without this module's own frames."""
+    """Type name, message and traceback, without this module's frames or the call path's."""
+    from labcore.live import worker
+
     tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+    while tb is not None and tb.tb_frame.f_code.co_filename in (__file__, worker.__file__):
         tb = tb.tb_next
     return type(exc).__name__, str(exc), "".join(traceback.format_exception(type(exc), exc, tb))
 
 
 def call(request_id: int, kind: str, payload: bytes, timeout_s: float, output_limit: int) -> tuple:
     """Serve one request; reply ``(request_id, pid, status, body, group intact, stdout, stderr)``."""
-    import torch.distributed as dist
-
-    from labcore.live.worker import _pickle_reply, _Worker
+    from labcore.live import c_stdio
+    from labcore.live.worker import _pickle_reply
 
     out, err = _Capped(output_limit), _Capped(output_limit)
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = out, err
     done = _arm_watchdog(max(0.05, timeout_s - _DUMP_LEAD_S))
+    worker = _state.worker
     try:
-        if _state.info is None:
+        if worker is None:
             raise RuntimeError("this engine is not a rank of a labcore cluster (it was torn down)")
-        # the forkserver rank's request handler, on this engine's state (namespace and rank info)
-        reply = ("ok", _pickle_reply(_Worker.handle(_state, kind, payload)))
+        worker.calls.start()
+        # the forkserver rank's call path: NCCL's deadline, the request, the GPU work it queued
+        reply = ("ok", _pickle_reply(worker.run_call(kind, payload, timeout_s)))
     except BaseException as exc:  # report everything, even SystemExit from user code
         reply = ("error", _describe(exc))
     finally:
         done.set()
         sys.stdout, sys.stderr = saved
-    intact = dist.is_initialized() and dist.group.WORLD is _state.world
+        c_stdio.flush()
+        if worker is not None:
+            worker.calls.finish(request_id)
+    intact = worker is not None and worker.group_intact()
     return (request_id, os.getpid(), *reply, intact, out.stream.take(), err.stream.take())
-

@@ -16,10 +16,13 @@ backend's ports to every host on that network, with no authentication: see
 docs/slurm.md.
 
 Faults are reported the way ``Cluster`` reports them (``RankError`` naming the
-rank with its traceback, ``RankDied``, ``CollectiveTimeout`` with a hang report
-of where each stuck rank is), and the next call gets a fresh group: a new
-process group on the same engines when they all answer, restarted engines when
-one is stuck.
+rank with its traceback, ``RankDied`` naming the rank whose engine died,
+``CollectiveTimeout`` with a hang report of where each stuck rank is), and the
+next call gets a fresh group through the same restart path
+(labcore.live.base): a new process group on the same engines when they all
+answer, fresh engines when one died or is stuck. Closing a cluster that started
+its engines returns once every engine, nanny and controller process of it on
+this host is gone, with their temp files.
 """
 from __future__ import annotations
 
@@ -29,21 +32,18 @@ import os
 import signal
 import socket
 import sys
-import threading
 import time
 import weakref
 
-import cloudpickle
-
-from labcore.live import engine_rank, hang, scratch, source
-from labcore.live.cluster import Cluster, check_timeout
+from labcore.live import engine_rank, hang, scratch, source, subreaper
+from labcore.live.base import ERROR_GRACE_S, HANG_REPORT_S, RankGroupBase, check_timeout
 from labcore.live.errors import ClusterError, CollectiveTimeout, HangReport, RankDied, RankError
 from labcore.live.settings import check_env, check_output_limit
 from labcore.live.sysinfo import LIMIT_ENV, check_world_size
 
-_ERROR_GRACE_S = 1.0        # how long other ranks get to report after one raised
-_DUMP_WAIT_S = 2.0          # how long past the deadline the stuck ranks' stacks may take to arrive
-_TEARDOWN_S = 10.0          # leaving the process group on close
+_TEARDOWN_S = 10.0          # leaving the process group on close; the cluster's processes ending
+_KILL_WAIT_S = 5.0          # SIGKILLed processes being gone
+_POLL_S = 0.1               # how often a call looks for engines that died
 
 
 def _loopback(interface: str) -> bool:
@@ -72,9 +72,88 @@ def _check_launcher(launcher) -> None:
                          f"not {launcher!r}")
 
 
+def _alive(pid: int, started: float | None = None) -> bool:
+    """Whether ``pid`` runs (a zombie has ended; a later process that reused the pid does not count)."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return (proc.status() != psutil.STATUS_ZOMBIE
+                and (started is None or abs(proc.create_time() - started) < 1.0))
+    except psutil.Error:
+        return False
+
+
+def _controller_pid(cluster) -> int | None:
+    process = getattr(getattr(cluster, "controller", None), "process", None)
+    return getattr(process, "pid", None)
+
+
+def _local_processes(engines: list, cluster=None) -> list:
+    """The processes on this host of ``engines`` ((pid, start time) pairs) and of ``cluster``'s
+    controller, with everything they started: nannies, and daemons the engines adopted."""
+    import psutil
+
+    roots = list(engines)
+    if _controller_pid(cluster) is not None:
+        roots.append((_controller_pid(cluster), None))
+    found = []
+    for pid, started in roots:
+        if not _alive(pid, started):
+            continue
+        try:
+            found.append(psutil.Process(pid))
+        except psutil.Error:
+            continue
+        found += subreaper.descendants(pid)
+    return found
+
+
+def _kill(procs: list) -> None:
+    import psutil
+
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+
+
+def _reap(procs: list) -> None:
+    """Collect the exit status of those of ``procs`` that are this process's children (local
+    engines are), so that none stays a zombie once its launcher stopped waiting for it."""
+    for proc in procs:
+        try:
+            os.waitpid(proc.pid, os.WNOHANG)
+        except (ChildProcessError, OSError):
+            pass   # not a child of ours, or reaped already
+
+
+def _wait_gone(procs: list, wait_s: float) -> list:
+    """Wait up to ``wait_s`` for ``procs`` to end, SIGKILL what is left and wait again; the survivors."""
+    def left():
+        _reap(procs)
+        return [p for p in procs if p.is_running() and _alive(p.pid)]
+
+    deadline = time.monotonic() + wait_s
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _kill(left())
+    deadline = time.monotonic() + _KILL_WAIT_S
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left()
+
+
 def _stop_owned(state: dict) -> None:
-    """Stop an owned ipyparallel cluster and remove its folder (also run at interpreter exit)."""
+    """Stop an owned ipyparallel cluster; return when its processes on this host are gone (the
+    engines' trees at once: their ranks are torn down or past saving), its folder removed.
+    Also run at interpreter exit."""
     client, cluster, run_dir = state.pop("client", None), state.pop("cluster", None), state.pop("run_dir", None)
+    engines = state.pop("engines", [])
+    procs = _local_processes(engines, cluster)
+    controller = _controller_pid(cluster)
+    _kill([p for p in procs if p.pid != controller])
     if client is not None:
         client.close()
     if cluster is not None:
@@ -82,11 +161,12 @@ def _stop_owned(state: dict) -> None:
             cluster.stop_cluster_sync()
         except Exception:  # already gone: nothing left to stop
             pass
+    _wait_gone(procs, _TEARDOWN_S)
     if run_dir:
         scratch.remove(run_dir)
 
 
-class EngineCluster:
+class EngineCluster(RankGroupBase):
     """One rank per ipyparallel engine, torch.distributed across them, ``Cluster``'s calls.
 
     Parameters
@@ -140,7 +220,7 @@ class EngineCluster:
                               "(it comes with labcore's lab extra)") from None
         if backend not in ("auto", "gloo", "nccl"):
             raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', not {backend!r}")
-        self._timeout = check_timeout(timeout)
+        self._init_base(timeout)
         self._start_timeout = check_timeout(start_timeout, "start_timeout")
         check_output_limit(output_limit)
         env = check_env(env)
@@ -164,18 +244,13 @@ class EngineCluster:
         self.output_limit = output_limit
         self._requested_backend = backend
         self.backend: str | None = None
-        self.restarts = 0
-        self.last_output: list[tuple[str, str]] = []
         self.hosts: list[str] = []
-        self._fault: str | None = None
-        self._origins: dict[str, str] = {}
-        self._request_id = 0
         self._generation = 0
-        self._lock = threading.Lock()
         self._ranks: list[int] = []      # engine id of every rank
         self._pids: list[int] = []
         self._pgids: list[int] = []
         self._started: list[float] = []
+        self._nannies: list[int] = []
         self._owned: dict = {}           # what close() must stop: client, cluster, run folder
         self._finalizer = None
         self._ready = False
@@ -198,12 +273,16 @@ class EngineCluster:
             self._ipp, self._client = getattr(engines, "cluster", None), engines
         self._start()
 
+    _name = "lc.EngineCluster"
+
     # -- lifecycle -------------------------------------------------------------------------
     def _make_owned(self, n: int, launcher: str, options: dict) -> None:
         import ipyparallel as ipp
 
         run_dir = scratch.make_run_dir()   # the profile: connection files and logs go when we go
-        options.setdefault("log_level", logging.WARNING)
+        # ipyparallel logs an engine's whole output as a warning when it exits with a nonzero
+        # code, as every engine a close() ends does; its errors still show
+        options.setdefault("log_level", logging.ERROR)
         try:
             self._ipp = ipp.Cluster(n=n, engines=launcher, profile_dir=run_dir, delay=0.1, **options)
         except Exception as exc:
@@ -215,6 +294,23 @@ class EngineCluster:
         self._finalizer = weakref.finalize(self, _stop_owned, self._owned)
 
     def _start(self) -> None:
+        """A group of ranks: on fresh engines where a rank died or is stuck, else on the same ones."""
+        if self._client is None:
+            if not self._owned and self._want:
+                self._make_owned(self._want, self._launcher, dict(self._cluster_options))
+            self._start_engines()
+            return
+        try:
+            if self._stuck or self._dead_ranks():
+                self._restart_engines()
+            else:
+                self._join(self._ranks)
+        except ClusterError:
+            raise
+        except Exception as exc:
+            raise ClusterError(f"the engines could not restart: {type(exc).__name__}: {exc}") from None
+
+    def _start_engines(self) -> None:
         """Start (or reach) the engines, then make one rank of each."""
         try:
             if self._ipp is not None and self._ipp.controller is None and "cluster" in self._owned:
@@ -271,11 +367,15 @@ class EngineCluster:
         lifeline = self._lifeline(facts) if self._owned.get("run_dir") else None
         joins = [self._apply(e, engine_rank.init, r, len(ids), local[r],
                              max(1, facts[r]["cpus"] // per_host[hosts[r]]), self.backend, address, port,
-                             self._generation, self.interface, self._timeout, self.env, lifeline, list(sys.path))
+                             self._generation, self.interface, self._timeout, self.env, lifeline, list(sys.path),
+                             self._owned.get("run_dir"))
                  for r, e in enumerate(ids)]
         self._gather(joins, f"init_process_group over {self.interface} ({address}:{port})", self._start_timeout)
         self._ranks, self._pids, self.hosts = ids, [f["pid"] for f in facts], hosts
         self._pgids, self._started = [f["pgid"] for f in facts], [f["started"] for f in facts]
+        self._nannies = [n for f in facts if f["host"] == socket.gethostname() for n in f["nannies"]]
+        if self._owned:   # what close() waits for, also at interpreter exit
+            self._owned["engines"] = self._here()
         self._fault, self._ready, self._stuck = None, True, False
         if not _loopback(self.interface):
             print(f"labcore: {len(ids)} ranks on {len(per_host)} host(s) meet at {address}:{port} on "
@@ -318,8 +418,11 @@ class EngineCluster:
                                "(ipcluster engines), or pass the ipp.Cluster")
         old = set(self._client.ids)
         n = len(self._ranks) or self._want
-        self._kill_local_groups()
-        self._ipp.signal_engines_sync(signal.SIGKILL)
+        self._kill_local()
+        try:   # engines on other hosts, through their launcher (those here are gone already)
+            self._ipp.signal_engines_sync(signal.SIGKILL)
+        except Exception:
+            pass
         self._ipp.restart_engines_sync()
         deadline = time.monotonic() + self._start_timeout
         while True:
@@ -331,67 +434,61 @@ class EngineCluster:
             time.sleep(0.1)
         self._join(fresh[:n])
 
-    def _kill_local_groups(self) -> None:
-        """SIGKILL the process groups of engines on this host that lead their own (ipyparallel's local
-        launcher starts each in a session of its own): the engine, its nanny and whatever it forked."""
-        import psutil
-
+    def _here(self) -> list[tuple[int, float]]:
+        """(pid, start time) of the ranks' engines on this host."""
         here = socket.gethostname()
-        for host, pid, pgid, started in zip(self.hosts, self._pids, self._pgids, self._started):
-            if host != here or pid != pgid:
-                continue
-            try:   # a live pid that started later is another process: the group is long gone
-                if abs(psutil.Process(pid).create_time() - started) > 1.0:
-                    continue
-            except psutil.Error:
-                pass   # the engine is gone; its group id cannot be reused while a member lives
+        return [(pid, started) for host, pid, started in zip(self.hosts, self._pids, self._started) if host == here]
+
+    def _kill_local(self) -> None:
+        """SIGKILL the ranks' engines on this host with all they started: the process group each
+        leads (ipyparallel's local launcher starts each in a session of its own), and what left
+        it (daemons the engine adopted, its nanny)."""
+        procs = []
+        for pid, started in self._here():
+            tree = _local_processes([(pid, started)])   # empty once the engine is gone
             try:
-                os.killpg(pgid, signal.SIGKILL)
+                if tree and os.getpgid(pid) == pid:
+                    os.killpg(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+            procs += tree
+        _kill(procs)
+        _wait_gone(procs, _KILL_WAIT_S)
 
-    def _ensure_running(self) -> None:
-        if self._ready:
-            return
-        if self._client is None:
-            print(f"labcore: starting {self._want or 'the'} engines (the cluster had been closed).", flush=True)
-            if not self._owned and self._want:
-                self._make_owned(self._want, self._launcher, dict(self._cluster_options))
-            self._start()
-            return
-        why = self._fault or "the cluster had been closed"
-        print(f"labcore: a fresh group on {len(self._ranks)} engines ({why}).", flush=True)
-        self.restarts += 1
-        if self._stuck:
-            self._restart_engines()
-        else:
-            self._join(self._ranks)
+    # -- life cycle: RankGroupBase's restart path -----------------------------------------
+    def _running(self) -> bool:
+        return self._ready
 
-    def close(self) -> None:
-        """Leave the process group; stop the engines this cluster started. Safe to call twice."""
+    def _dead_ranks(self, ranks=None) -> list[int]:
+        """Ranks whose engine is gone: its process on this host ended, or the controller has
+        unregistered it (its nanny reported its death)."""
+        registered = set(self._client.ids) if self._client is not None else set()
+        here = socket.gethostname()
+        dead = []
+        for r in (range(len(self._ranks)) if ranks is None else ranks):
+            gone = (self._ranks[r] not in registered
+                    or (self.hosts[r] == here and not _alive(self._pids[r], self._started[r])))
+            if gone:
+                dead.append(r)
+        return dead
+
+    def _discard(self) -> None:
+        self._ready = False
+
+    def _close_now(self) -> None:
+        """Leave the process group (ending what the ranks started); stop the engines this cluster
+        started and return when they, their nannies and the controller are gone."""
         if self._client is not None and self._ready and not self._stuck:
             try:
-                self._gather([self._apply(e, engine_rank.teardown) for e in self._ranks], "leaving the group",
-                             _TEARDOWN_S)
+                self._gather([self._apply(e, engine_rank.teardown, True) for e in self._ranks],
+                             "leaving the group", _TEARDOWN_S)
                 self._apply(self._ranks[0], engine_rank.close_store).get(_TEARDOWN_S)
             except Exception:
                 pass  # engines we stop below go anyway; a shared cluster's engines may be gone already
         if self._owned:
             self._stop_owned_now()
-            self._kill_local_groups()   # anything the engines forked goes with them
             self._owned, self._client = {}, None
         self._ready, self._fault, self._stuck = False, None, False
-
-    def __enter__(self) -> "EngineCluster":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    @property
-    def closed(self) -> bool:
-        """True after :meth:`close` (a faulted cluster is not closed: it gets a fresh group on the next call)."""
-        return not self._ready and self._fault is None
 
     @property
     def world_size(self) -> int:
@@ -402,38 +499,24 @@ class EngineCluster:
         """Process ids of the engines, in rank order (each on its own host)."""
         return list(self._pids) if self._ready else []
 
-    timeout = Cluster.timeout   # seconds a call may take before it is a hang (validated on set)
-
     def __repr__(self) -> str:
         state = "closed" if self.closed else (f"restarting: {self._fault}" if self._fault else "running")
         hosts = len(set(self.hosts))
         return (f"EngineCluster(world_size={self.world_size}, backend={self.backend!r}, {hosts} host(s), "
                 f"interface={self.interface!r}, {state})")
 
-    # -- calls: Cluster's own checks and payloads, sent through this cluster's _request ----------
-    run = Cluster.run
-    call = Cluster.call
-    exec = Cluster.exec
-    pull = Cluster.pull
-    push = Cluster.push
-    _call_timeout = Cluster._call_timeout
-
-    def _request(self, kind: str, payload: bytes, timeout: float, origins: dict | None = None) -> list:
-        if not self._lock.acquire(blocking=False):
-            raise ClusterError("another call is already running on this cluster (from another thread); "
-                               "wait for it to return, or give each thread its own cluster")
-        try:
-            self._ensure_running()
-            self._origins = origins or {}
-            self._request_id += 1
-            futures = [self._apply(e, engine_rank.call, self._request_id, kind, payload, timeout,
-                                   self.output_limit) for e in self._ranks]
-            return self._collect(self._request_id, futures, timeout)
-        finally:
-            self._lock.release()
+    # -- calls: RankGroupBase checks them and keeps them one at a time ---------------------
+    def _send(self, kind: str, payload: bytes, timeout: float) -> list:
+        futures = [self._apply(e, engine_rank.call, self._request_id, kind, payload, timeout,
+                               self.output_limit) for e in self._ranks]
+        return self._collect(self._request_id, futures, timeout)
 
     def _collect(self, request_id: int, futures: list, timeout: float) -> list:
-        """Every rank's reply to ``request_id``; anything short of a clean set replaces the group."""
+        """Every rank's reply to ``request_id``; anything short of a clean set replaces the group.
+
+        A rank whose engine died is named as such (``RankDied``), also when another rank's
+        collective failed first because of it ("Connection closed by peer"), as ``Cluster`` does.
+        """
         n = len(futures)
         replies: dict[int, tuple] = {}
         errors: dict = {}
@@ -443,18 +526,20 @@ class EngineCluster:
         try:
             while len(replies) < n:
                 remaining = deadline - time.monotonic()
-                pending = [f for r, f in enumerate(futures) if r not in replies]
+                pending = [r for r in range(n) if r not in replies]
+                self._find_dead(pending, outputs)
                 if remaining <= 0:
                     if errors:
                         break
                     self._emit(outputs)
                     self._hang(timeout, futures, sorted(replies))
-                done, _ = concurrent.futures.wait(pending, timeout=remaining,
+                done, _ = concurrent.futures.wait([futures[r] for r in pending], timeout=min(remaining, _POLL_S),
                                                   return_when=concurrent.futures.FIRST_COMPLETED)
                 for rank in sorted(futures.index(f) for f in done):
                     self._receive(rank, futures[rank], request_id, replies, errors, outputs)
                     if errors:
-                        deadline = min(deadline, time.monotonic() + _ERROR_GRACE_S)
+                        deadline = min(deadline, time.monotonic() + ERROR_GRACE_S)
+            self._find_dead(range(n) if errors else [], outputs)
             clean = len(replies) == n
         except KeyboardInterrupt:
             self._fault = "the previous call was interrupted"
@@ -467,11 +552,25 @@ class EngineCluster:
         self._emit(outputs)
         lost = [r for r, reply in sorted(replies.items()) if not reply[2]]
         if lost:
-            self._fault = f"rank {lost[0]} no longer had the cluster's process group"
-            self._ready = False
+            self._fault = (f"rank {lost[0]} no longer had the cluster's process group (did the code "
+                           "call destroy_process_group() or init_process_group()?)")
+            self._discard()
         if errors:
             raise RankError(errors, restarted=not clean)
-        return self._unpack(replies)
+        return self._unpack_all(replies)
+
+    def _find_dead(self, ranks, outputs: list) -> None:
+        """Raise ``RankDied`` for the first of ``ranks`` whose engine is gone."""
+        dead = self._dead_ranks(list(ranks))
+        if dead:
+            self._died(dead[0], outputs)
+
+    def _died(self, rank: int, outputs: list):
+        self._fault = f"rank {rank} died"
+        self._ready, self._stuck = False, True
+        self._emit(outputs)
+        out, err = outputs[rank]
+        raise RankDied(rank, None, out + err)
 
     def _receive(self, rank: int, future, request_id: int, replies: dict, errors: dict, outputs: list) -> None:
         from ipyparallel.error import EngineError
@@ -479,9 +578,7 @@ class EngineCluster:
         try:
             message = future.get()
         except EngineError:
-            self._fault = f"rank {rank} died"
-            self._ready, self._stuck = False, True
-            raise RankDied(rank, None, "") from None
+            self._died(rank, outputs)
         except Exception as exc:
             message = None
             errors[rank] = (type(exc).__name__, str(exc), str(exc))
@@ -498,22 +595,9 @@ class EngineCluster:
             name, text, tb = body
             errors[rank] = (name, text, source.restore_frames(tb, self._origins))
 
-    def _unpack(self, replies: dict) -> list:
-        results = []
-        for rank in range(len(replies)):
-            try:
-                results.append(cloudpickle.loads(replies[rank][1]))
-            except (Exception, SystemExit) as exc:  # what a reply's own unpickling raises (not Ctrl-C)
-                self._fault = f"rank {rank} returned a value the notebook could not load"
-                self._ready = False
-                raise ClusterError(f"rank {rank} returned a value the notebook cannot load "
-                                   f"({type(exc).__name__}: {exc}); return plain data or CPU tensors. "
-                                   "The next call starts a fresh group.") from None
-        return results
-
     def _hang(self, timeout: float, futures: list, finished: list[int]):
         stuck = [r for r in range(len(futures)) if r not in finished]
-        until = time.monotonic() + _DUMP_WAIT_S
+        until = time.monotonic() + HANG_REPORT_S
         while time.monotonic() < until and not all(engine_rank.STACK_KEY in futures[r].data for r in stuck):
             time.sleep(0.05)
         where = {}
@@ -525,9 +609,4 @@ class EngineCluster:
 
     def _emit(self, outputs: list) -> None:
         self.last_output = list(outputs)
-        if self.show_output:
-            for rank, (out, err) in enumerate(outputs):
-                for text, stream in ((out, sys.stdout), (err, sys.stderr)):
-                    for line in text.splitlines():
-                        stream.write(f"[rank {rank}] {line}\n")
-            sys.stdout.flush()
+        self._show(outputs)

@@ -45,7 +45,9 @@ class RankDied(ClusterError):
     def __init__(self, rank: int, exitcode: int | None, output: str = ""):
         self.rank = rank
         self.exitcode = exitcode
-        if exitcode is not None and exitcode < 0:
+        if exitcode is None:   # an engine: its exit status went to its launcher
+            how = "died (its process is gone)"
+        elif exitcode < 0:
             import signal
             how = f"was killed by {signal.Signals(-exitcode).name}"
         else:

@@ -6,7 +6,8 @@ alive pipe). So the forkserver asks Linux for a signal when the notebook dies, a
 the SIGTERM Jupyter sends the kernel's whole process group) gives the ranks a moment to tidy up
 after themselves, then kills the process group of every rank still there, removes the notebook's
 ``pymp-*`` folder once the notebook is gone (it holds the forkserver's socket; a notebook that
-closed its clusters has no ranks left to remove it), and exits.
+closed its clusters has no ranks left to remove it), and exits. It also adopts the orphans of ranks
+that died without ending what they started (labcore.live.subreaper), so those go with it too.
 """
 from __future__ import annotations
 
@@ -17,8 +18,11 @@ import signal
 import socket
 import sys
 import time
+import warnings
 
 import psutil
+
+from labcore.live import subreaper
 
 _PR_SET_PDEATHSIG = 1
 _GRACE_S = 2.0
@@ -90,3 +94,6 @@ if _main is not None:
     signal.signal(signal.SIGTERM, _end_ranks)
     signal.signal(signal.SIGUSR2, _end_ranks)
     _arm()
+    subreaper.adopt_orphans()
+    # forkserver.main reaps every child that exits, and warns of each it did not fork itself
+    warnings.filterwarnings("ignore", message="forkserver: waitpid returned unexpected pid")

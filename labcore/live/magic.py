@@ -24,7 +24,8 @@ import keyword
 import shlex
 import sys
 
-from labcore.live.cluster import Cluster, check_timeout
+from labcore.live.base import check_timeout
+from labcore.live.cluster import Cluster
 
 _clusters: dict[tuple[int, str], Cluster] = {}
 DEFAULT_TIMEOUT_S = 60.0

@@ -25,7 +25,7 @@ import psutil
 import torch
 import torch.distributed as dist
 
-from labcore.live import c_stdio, progress, scratch, settings
+from labcore.live import c_stdio, progress, scratch, settings, subreaper
 from labcore.live.context import RankInfo, _set_current
 from labcore.live.sysinfo import group_backend
 
@@ -60,20 +60,10 @@ def _watch_lifeline(lifeline, notebook_pid: int, run_dir: str) -> None:
                 scratch.remove(run_dir, with_pymp=True)  # nobody else is left to tidy up
                 break
             time.sleep(0.02)
-        _kill_descendants()
+        subreaper.end_descendants()  # those that left its group too (setsid, setpgid), daemons adopted
         os.killpg(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch, name="labcore-lifeline", daemon=True).start()
-
-
-def _kill_descendants() -> None:
-    """Kill every process this rank started, also those that left its process group (a new
-    session, setpgid), which no killpg reaches."""
-    for child in psutil.Process().children(recursive=True):
-        try:
-            child.kill()
-        except psutil.Error:
-            pass
 
 
 _output_pipes: dict[int, tuple[int, tuple]] = {}  # fd 1 and 2 -> a spare descriptor of the pipe, its identity
@@ -325,6 +315,7 @@ def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: st
          notebook_pid: int, env: dict, notebook_env: dict | None = None) -> None:
     """Entry point of a worker process (the target given to multiprocessing)."""
     os.setpgid(0, 0)  # a group of its own: stopping the rank stops what it forked
+    subreaper.adopt_orphans()  # and daemons it starts (setsid, then fork) stay its children
     _watch_lifeline(lifeline, notebook_pid, run_dir)
     os.register_at_fork(after_in_child=conn.close)  # forked children cannot use the control pipe
     # Jupyter interrupts the kernel's whole process group; the parent decides what a rank does.
@@ -365,7 +356,7 @@ def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: st
     try:
         _Worker(conn, info, run_dir).serve()
     finally:
-        _kill_descendants()
+        subreaper.end_descendants()
         if dist.is_initialized():
             dist.destroy_process_group()
         c_stdio.flush()  # the process ends by os._exit (multiprocessing), which flushes nothing
