@@ -4,17 +4,20 @@ Side by side in one run:
   * a warm ``Cluster.run`` of a no-op against ``torch.multiprocessing.spawn`` of the
     same no-op with its process group (what notebook launchers do per call);
   * the median round trip of ``run`` for 2 and 4 ranks;
+  * a warm ``run`` of the same no-op on 2 ipyparallel engines (``EngineCluster``, local
+    launcher, gloo over loopback) beside a 2-rank ``Cluster``, and their ratio;
   * start-up: the first cluster in a process (pays for importing torch), a second
     cluster, and a restart after a fault;
   * resident memory of a 4-rank CPU cluster (RSS double-counts pages the ranks share
     with the forkserver; PSS splits them fairly, so PSS is the real total).
 
-Run:  .venv/bin/python benchmarks/bench_cluster.py
+Run:  .venv/bin/python benchmarks/bench_cluster.py   (--engines-only: just the EngineCluster comparison)
 """
 from __future__ import annotations
 
 import os
 import statistics
+import sys
 import tempfile
 import time
 from datetime import timedelta
@@ -71,8 +74,38 @@ def memory_mb(cluster) -> tuple[float, float]:
     return rss / 2**20, pss / 2**20
 
 
+def engines_vs_cluster(calls: int) -> tuple[float, float, float]:
+    """Median warm ``run`` of a no-op: EngineCluster on 2 local engines, Cluster with 2 ranks,
+    measured alternately in rounds so that both see the same load; the engines' start-up too."""
+    import labcore as lc
+
+    start = time.perf_counter()
+    with lc.EngineCluster(2, backend="gloo", show_output=False) as engines, \
+            lc.Cluster(2, backend="gloo", show_output=False) as forked:
+        engine_start = time.perf_counter() - start
+        engines.run(_noop)
+        forked.run(_noop)
+        on_engines, on_forked = [], []
+        for _ in range(calls // 20):
+            on_engines.append(median_run(engines, 20))
+            on_forked.append(median_run(forked, 20))
+    return statistics.median(on_engines), statistics.median(on_forked), engine_start
+
+
+def print_engines_vs_cluster(calls: int) -> None:
+    on_engines, on_forked, engine_start = engines_vs_cluster(calls)
+    print(f"warm run() round trip, 2 ranks, median of {calls}: EngineCluster {on_engines * 1e3:.2f} ms, "
+          f"Cluster {on_forked * 1e3:.2f} ms; ratio EngineCluster / Cluster: {on_engines / on_forked:.0f}x "
+          f"(EngineCluster start-up with 2 engines {engine_start:.1f} s)")
+
+
 def main() -> None:
     import labcore as lc
+
+    if "--engines-only" in sys.argv[1:]:
+        print(f"cores: {os.cpu_count()}, backend: gloo (CPU)")
+        print_engines_vs_cluster(RUN_CALLS)
+        return
 
     start = time.perf_counter()
     first = lc.Cluster(4, backend="gloo", show_output=False)
@@ -106,6 +139,7 @@ def main() -> None:
     print(f"start-up, 4 ranks: first cluster {first_start:.2f} s (imports torch once), "
           f"second cluster {second_start:.3f} s, restart after a fault {restart:.3f} s (goal <= 0.5 s)")
     print(f"memory of the 4 ranks + forkserver: RSS sum {rss:.0f} MB, PSS sum {pss:.0f} MB (goal < 1200 MB)")
+    print_engines_vs_cluster(RUN_CALLS)
 
 
 if __name__ == "__main__":
