@@ -95,7 +95,7 @@ def test_plain_dumps_read_and_analyse(tmp_path):
 # cell's source) and the clusters pass calls and replies over their control pipes (cloudpickle). None of
 # them reads a file. A student release's exercise modules run their own compiled code, which ships inside the
 # installed package as a .pyc does (course/sealed.py), never a file a user hands the lab.
-_RUNS_CODE_ON_PURPOSE = {"live/worker.py", "live/cluster.py", "live/engines.py", "course/sealed.py"}
+_RUNS_CODE_ON_PURPOSE = {"live/worker.py", "live/cluster.py", "live/engines.py", "live/base.py", "course/sealed.py"}
 
 
 def test_no_reader_in_the_package_unpickles_or_evals_a_file():

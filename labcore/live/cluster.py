@@ -159,6 +159,10 @@ class _Group:
             self._stop(graceful)
 
     def _stop(self, graceful: bool) -> None:
+        if self.run_dir is not None:
+            # first, and again at the end: a kernel shut down on a busy machine is killed after its
+            # grace (5 s in Jupyter) while its ranks are still being joined
+            scratch.remove(self.run_dir)
         if graceful:
             for conn in self.conns:
                 try:
