@@ -113,26 +113,26 @@ def pytest_configure(config):
     os.environ["LABCORE_PROGRESS"] = os.path.join(_PROGRESS_DIR[0], "progress.jsonl")
 
 
-def pytest_unconfigure(config):
+def _remove_and_restore(made: list, variable: str) -> None:
+    """Remove the folder a session made and set ``variable`` back to what it was."""
     import shutil
 
-    if _PROGRESS_DIR:
-        folder, before = _PROGRESS_DIR
-        shutil.rmtree(folder, ignore_errors=True)
-        if before is None:
-            os.environ.pop("LABCORE_PROGRESS", None)
-        else:
-            os.environ["LABCORE_PROGRESS"] = before
-    if _WORKER_TMP:
-        import tempfile
+    if not made:
+        return
+    folder, before = made
+    shutil.rmtree(folder, ignore_errors=True)
+    if before is None:
+        os.environ.pop(variable, None)
+    else:
+        os.environ[variable] = before
 
-        folder, before = _WORKER_TMP
-        shutil.rmtree(folder, ignore_errors=True)
-        if before is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = before
-        tempfile.tempdir = None
+
+def pytest_unconfigure(config):
+    import tempfile
+
+    _remove_and_restore(_PROGRESS_DIR, "LABCORE_PROGRESS")
+    _remove_and_restore(_WORKER_TMP, "TMPDIR")
+    tempfile.tempdir = None
 
 
 @pytest.fixture(scope="session")
