@@ -46,7 +46,10 @@ def _wait_until(predicate, within=GRACE):
 def kernel(tmp_path):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    km = KernelManager(kernel_name="python3")
+    # Jupyter kills a kernel 5 s after asking it to shut down; on a busy 2-core machine the exit alone
+    # can take longer, and a kernel killed inside its clusters' close leaves its folder to the next
+    # cluster's sweep: these tests give the shutdown time to finish
+    km = KernelManager(kernel_name="python3", shutdown_wait_time=60.0)
     km.kernel_cmd = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     km.start_kernel(env=dict(os.environ, TMPDIR=str(scratch)), cwd=str(tmp_path))
     kc = km.client()

@@ -52,9 +52,9 @@ def _watch_lifeline(lifeline, notebook_pid: int, run_dir: str) -> None:
             lifeline.recv_bytes()
         except (EOFError, OSError):
             pass
-        # A dying notebook closes its pipes a moment before it is gone; one that dropped
-        # this group on purpose kills the rank itself long before this wait ends.
-        deadline = time.monotonic() + 2.0
+        # A dying notebook closes its pipes a moment before it is gone (seconds on a busy machine);
+        # one that dropped this group on purpose kills the rank itself long before this wait ends.
+        deadline = time.monotonic() + 30.0
         while time.monotonic() < deadline:
             if _gone(notebook_pid):
                 scratch.remove(run_dir, with_pymp=True)  # nobody else is left to tidy up
