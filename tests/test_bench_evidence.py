@@ -256,7 +256,7 @@ def test_a_recorded_ddp_step_is_priced_from_its_replay(two):
     import torch
 
     from labcore.exercises import data_parallel as dp
-    from labcore.sim.pricing import cost_table, step_cost, step_summary
+    from labcore.sim.pricing import price_steps, step_cost, step_summary
 
     rec = lc.live.combine(two.run(dp.ddp_train, 16 << 10, steps=2, dims=dp.DEEP, dtype=torch.float32, per_rank=4))
     replayed = lc.sim.replay(rec, "nvswitch8", compute_scale=0.01)
@@ -264,7 +264,7 @@ def test_a_recorded_ddp_step_is_priced_from_its_replay(two):
     steps = replayed.steps
     assert row["gpus"] == 8 and row["step_ms"] == pytest.approx(steps["overlap_us"].mean() / 1e3)
     assert row["buckets"] == len(replayed.collectives) // len(steps)
-    costs = cost_table([replayed], usd_per_gpu_hour=4.0, n_steps=10)
+    costs = price_steps([replayed], usd_per_gpu_hour=4.0, n_steps=10)
     assert costs["usd"].item() == pytest.approx(step_cost(row["step_ms"] / 1e3, 8, 4.0) * 10)
     with pytest.raises(ValueError, match="cannot price"):
         step_summary(object())
