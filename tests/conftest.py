@@ -105,7 +105,11 @@ def pytest_configure(config):
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
         # each worker its own temporary folder: tests that look for what a run left behind in it
-        # (scratch folders, flight-recorder dumps) see their own worker's files only
+        # (scratch folders, flight-recorder dumps) see their own worker's files only. multiprocessing's
+        # own folder is made first, outside it: its exit-time removal runs after this session's
+        import multiprocessing.util
+
+        multiprocessing.util.get_temp_dir()
         _WORKER_TMP[:] = [tempfile.mkdtemp(prefix=f"pytest-{worker}-"), os.environ.get("TMPDIR")]
         os.environ["TMPDIR"] = _WORKER_TMP[0]
         tempfile.tempdir = None

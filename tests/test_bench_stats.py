@@ -3,6 +3,7 @@
 Behaviour on this machine is pinned on repeats recorded by benchmarks/bench_gate.py
 (tests/data/bench_gate_recorded_*.json), never by timing anything here.
 """
+import functools
 import json
 from pathlib import Path
 
@@ -173,3 +174,55 @@ def test_recorded_runs_are_real_sweeps():
         for name, df in runs.items():
             assert set(df["ranks"]) == {ranks} and (df["wrong"] == 0).all(), name
             assert sorted(df["size"].unique()) == [1024, 32768, 1048576]
+
+
+def _lognormal(rng, n, factor):
+    return list(100 * factor * np.exp(rng.normal(0, 0.25, n)))
+
+
+def test_repeats_to_settle_are_enough_for_most_unsettled_gates():
+    # Fixed seeds: a 1.5x slowdown (beyond the 1.25x line) and a 1.05x one (within it), lognormal noise
+    # wide enough that 7 repeats a side often leave the gate unsettled; the estimate's repeats, drawn
+    # anew from the same laws, settle most of them (it aims at 4 in 5).
+    settled, tried = 0, 0
+    for slowdown in (1.5, 1.05):
+        for seed in range(12):
+            rng = np.random.default_rng(seed)
+            draw = functools.partial(_lognormal, rng)
+            first = compare(frame(draw(7, 1.0)), frame(draw(7, slowdown)))
+            need = lc.evidence.repeats_to_settle(first, most=60).iloc[0]
+            if first["status"].iloc[0] != "inconclusive" or not np.isfinite(need):
+                assert first["status"].iloc[0] != "inconclusive" or need == np.inf
+                continue
+            assert need > 7
+            again = compare(frame(draw(int(need), 1.0)), frame(draw(int(need), slowdown)))
+            tried += 1
+            settled += again["status"].iloc[0] != "inconclusive"
+    assert tried >= 8 and settled >= 0.7 * tried
+
+
+def test_inconclusive_advice_says_why_and_how_many_repeats():
+    rng = np.random.default_rng(3)
+    result = compare(frame(list(100 * np.exp(rng.normal(0, 0.3, 7)))),
+                     frame(list(140 * np.exp(rng.normal(0, 0.3, 7)))))
+    assert result["status"].tolist() == ["inconclusive"]
+    text = lc.evidence.advice(result)
+    need = int(lc.evidence.repeats_to_settle(result).iloc[0])
+    assert "hold 1.25x" in text and f"about {need} repeats a side" in text
+    settled = result.assign(status="pass")
+    assert lc.evidence.repeats_to_settle(settled).tolist() == [0.0]
+    on_line = result.assign(slowdown=1.25)
+    assert lc.evidence.repeats_to_settle(on_line).tolist() == [np.inf]
+    assert "no practical number of repeats" in lc.evidence.advice(on_line)
+    with pytest.raises(ValueError, match="power"):
+        lc.evidence.repeats_to_settle(result, power=1.0)
+
+
+def test_advice_names_the_sizes_no_practical_number_of_repeats_settles():
+    rows = [dict(size=s, status="inconclusive", slowdown=d, slowdown_low=0.9, slowdown_high=1.9,
+                 baseline_repeats=7, current_repeats=7) for s, d in ((1024, 1.5), (4096, 1.25))]
+    result = pd.DataFrame(rows)
+    settle = lc.evidence.repeats_to_settle(result)
+    assert np.isfinite(settle.iloc[0]) and settle.iloc[1] == np.inf
+    text = lc.evidence.advice(result)
+    assert f"about {int(settle.iloc[0])} repeats a side (repeats -N) would settle 1; 1 sit so near" in text

@@ -28,12 +28,14 @@ from labcore.evidence.drift import RUN_LENGTH, control_limits, control_table, dr
 from labcore.evidence.latency import call_latencies, calls_needed, latency_summary, quantile_interval
 from labcore.evidence.load import noisy_neighbours
 from labcore.evidence.rollout import Decision, compare_predictions, decide
-from labcore.evidence.stats import advice, bootstrap_median, compare, regressed, smallest_pvalue, summarize, verdict
+from labcore.evidence.stats import (advice, bootstrap_median, compare, regressed, repeats_to_settle, smallest_pvalue,
+                                    summarize, verdict)
 from labcore.evidence.steps import comm_share, ddp_steps, gradient_bytes
 from labcore.evidence.targets import INCONCLUSIVE, Target, busbw_fraction, check_targets, side_by_side, targets_table
 
 __all__ = [
-    "summarize", "compare", "verdict", "regressed", "advice", "bootstrap_median", "smallest_pvalue", "save_baseline",
+    "summarize", "compare", "verdict", "regressed", "advice", "repeats_to_settle", "bootstrap_median", "smallest_pvalue",
+    "save_baseline",
     "load_baseline", "Target", "targets_table", "check_targets", "side_by_side", "busbw_fraction",
     "copy_bandwidth", "INCONCLUSIVE", "control_table", "drift_verdict", "control_limits", "run_signals",
     "RUN_LENGTH", "decide", "Decision", "compare_predictions", "call_latencies", "latency_summary",

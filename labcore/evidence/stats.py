@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import statistics
 
 import numpy as np
 import pandas as pd
@@ -302,6 +303,51 @@ def regressed(result: pd.DataFrame) -> bool:
     return verdict(result) == "regression"
 
 
+def _least_repeats(level: float) -> int:
+    """The fewest repeats a side for which the gate can reach ``level`` at all."""
+    return next(r for r in range(2, 40) if smallest_pvalue(r, r) <= level)
+
+
+def repeats_to_settle(result: pd.DataFrame, power: float = 0.8, most: int = 1000) -> pd.Series:
+    """About how many repeats a side would settle each size :func:`compare` left inconclusive.
+
+    An estimate, not a promise: it assumes the machine stays as noisy as in these repeats and the
+    slowdown stays at its median. A size is unsettled because its interval (``slowdown_low`` to
+    ``slowdown_high``) holds the tolerance line ``1 + tolerance``. An interval narrows as one over
+    the square root of the repeats; the usual sample-size rule (the interval's edge ``z`` standard
+    errors from the median, plus ``z_power`` more so that a new run settles with chance ``power``)
+    gives ``n (1 + z_power / z)^2 (half-width / gap)^2``, in logs. Never fewer than the gate needs
+    to reach its level at all. Sizes already settled get 0; a slowdown on the line itself, or more
+    than ``most`` repeats, inf.
+
+    >>> row = dict(status="inconclusive", slowdown=1.5, slowdown_low=1.1, slowdown_high=2.0,
+    ...            baseline_repeats=7, current_repeats=7)
+    >>> int(repeats_to_settle(pd.DataFrame([row]))[0])
+    47
+    """
+    _check_frame(result, "the gate's result", ("status", "slowdown", "slowdown_low", "slowdown_high"))
+    validate.finite_number(power, "power", above=0, below=1, must="the chance that the new run settles (0.8)")
+    line = math.log1p(result.attrs.get("tolerance", 0.25))
+    level = result.attrs.get("level", 0.05)
+    floor = _least_repeats(level)
+    normal = statistics.NormalDist()
+    boost = (1 + normal.inv_cdf(power) / normal.inv_cdf(1 - level)) ** 2
+
+    def one(row) -> float:
+        if row["status"] != "inconclusive":
+            return 0.0
+        n = min(row["baseline_repeats"], row["current_repeats"])
+        centre = math.log(row["slowdown"])
+        edge = math.log(row["slowdown_low"] if centre > line else row["slowdown_high"])
+        gap = abs(centre - line)
+        if gap == 0:
+            return math.inf
+        need = max(floor, n + 1, math.ceil(n * boost * (abs(centre - edge) / gap) ** 2))
+        return float(need) if need <= most else math.inf
+
+    return result.apply(one, axis=1).rename("repeats_to_settle")
+
+
 def advice(result: pd.DataFrame) -> str:
     """One sentence saying what the gate's verdict means and what to do next."""
     v = result.attrs.get("verdict", verdict(result))
@@ -311,7 +357,22 @@ def advice(result: pd.DataFrame) -> str:
         return f"regression: sizes {bad} are slower than {1 + tol:g}x the baseline beyond doubt"
     if v == "pass":
         return f"pass: every size is within {1 + tol:g}x the baseline beyond doubt"
-    least = result[["baseline_repeats", "current_repeats"]].min().min() if len(result) else 0
-    need = next(r for r in range(2, 40) if smallest_pvalue(r, r) <= result.attrs.get("level", 0.05))
-    more = (f"; {int(least)} repeats cannot reach the level, use at least {need}" if least < need else "")
-    return f"inconclusive, measure more: the evidence does not settle every size (repeats -N){more}"
+    if not len(result):
+        return "inconclusive, measure more: the gate compared no size"
+    least = result[["baseline_repeats", "current_repeats"]].min().min()
+    need = _least_repeats(result.attrs.get("level", 0.05))
+    if least < need:
+        return (f"inconclusive, measure more: {int(least)} repeats cannot reach the level, use at least "
+                f"{need} (repeats -N)")
+    open_ = result[result["status"] == "inconclusive"]
+    worst = open_.loc[(open_["slowdown_high"] / open_["slowdown_low"]).idxmax()]
+    settle = repeats_to_settle(result)[open_.index]
+    finite = settle[np.isfinite(settle)]
+    parts = [f"about {int(finite.max())} repeats a side (repeats -N) would settle "
+             + ("them" if len(finite) == len(settle) else str(len(finite)))] if len(finite) else []
+    if len(finite) < len(settle):
+        parts.append(f"{'they' if not len(finite) else len(settle) - len(finite)} sit so near the line that no "
+                     "practical number of repeats would: gate on a tolerance that matters to the job")
+    how = "; ".join(parts)
+    return (f"inconclusive, measure more: {len(open_)} size(s) have intervals that hold {1 + tol:g}x "
+            f"(widest: {int(worst['size'])} B, {worst['slowdown_low']:.2f}-{worst['slowdown_high']:.2f}x); {how}")
