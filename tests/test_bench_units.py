@@ -7,7 +7,7 @@ import torch
 
 import labcore as lc
 from labcore.bench import memory
-from labcore.bench.ops import OPS, canonical
+from labcore.bench.ops import OPS, op_name
 from labcore.bench.table import format_number, format_table, header_lines, result_lines, row_line
 from labcore.bench.units import DTYPES, dtype_of, parse_size, size_steps
 from labcore.bench.verify import count_wrong, expected_reduction, inputs
@@ -92,10 +92,10 @@ def test_byte_counts_worked_examples():
     assert OPS["all_gather"].layout(32, 4, 4).count == 0              # a size-0 line
     assert OPS["all_reduce"].layout(7, 4, 4) == (1, 1, 1) and OPS["all_reduce"].layout(3, 4, 4).count == 0
     assert OPS["all_gather"].smallest_size(4, 4) == 64 and OPS["all_reduce"].smallest_size(4, 8) == 8
-    assert canonical("alltoall_perf") == "all_to_all" and canonical("Barrier") == "barrier"
-    assert canonical("all_reduce_perf_mpi") == "all_reduce"
+    assert op_name("alltoall_perf") == "all_to_all" and op_name("Barrier") == "barrier"
+    assert op_name("all_reduce_perf_mpi") == "all_reduce"
     with pytest.raises(ValueError, match="choose one of"):
-        canonical("allscatter")
+        op_name("allscatter")
 
 
 def test_hypercube_counts_the_chunks_it_receives():

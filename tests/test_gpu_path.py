@@ -229,7 +229,7 @@ def test_the_report_reads_which_collective_a_rank_has_not_finished():
             '  File "/x/labcore/live/progress.py", line 9 in finish_gpu_work\n'
             '  File "/x/labcore/live/worker.py", line 5 in run_call\n'
             '  File "/x/labcore/live/worker.py", line 7 in serve\n')
-    where = hang.summarize(dump, progress.describe_gpu(snapshots[0]))
+    where = hang.summarize_stack(dump, progress.describe_gpu(snapshots[0]))
     assert where.collective == "all_reduce" and "waiting for its GPU, still in all_reduce #1" in str(where)
 
 

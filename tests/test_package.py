@@ -61,6 +61,40 @@ def _internal_imports(source: str) -> list[str]:
     return bad
 
 
+def _internal_attributes(source: str) -> list[str]:
+    """``lc.<package>.<name>`` chains in ``source`` that reach past a package's public names (and, where
+    ``<name>`` is a public module such as ``lc.sim.topologies``, past that module's own ``__all__``)."""
+    import ast
+    import importlib
+    import types
+
+    bad = []
+    for node in ast.walk(ast.parse(source)):
+        chain, part = [], node
+        while isinstance(part, ast.Attribute):
+            chain.insert(0, part.attr)
+            part = part.value
+        if not (isinstance(part, ast.Name) and part.id == "lc" and len(chain) >= 2):
+            continue
+        package = getattr(importlib.import_module("labcore"), chain[0], None)
+        if not isinstance(package, types.ModuleType) or chain[0] == "exercises":
+            continue
+        public = getattr(package, "__all__", ())
+        if chain[1] not in public:
+            bad.append(".".join(["lc", *chain[:2]]))
+        elif len(chain) >= 3 and isinstance(getattr(package, chain[1]), types.ModuleType):
+            module = getattr(package, chain[1])
+            if chain[2] not in getattr(module, "__all__", ()):
+                bad.append(".".join(["lc", *chain[:3]]))
+    return sorted(set(bad))
+
+
+def test_the_attribute_check_sees_internal_modules():
+    assert _internal_attributes("lc.live.magic.get_cluster(4)") == ["lc.live.magic"]
+    assert _internal_attributes("lc.sim.topologies._private(8)") == ["lc.sim.topologies._private"]
+    assert _internal_attributes("x = lc.sim.topologies.nvswitch(8); lc.live.get_cluster(4)") == []
+
+
 def test_notebooks_import_only_public_names():
     import json
     import pathlib
@@ -72,7 +106,7 @@ def test_notebooks_import_only_public_names():
                 continue
             source = "".join(cell["source"])
             source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
-            bad = _internal_imports(source)
+            bad = _internal_imports(source) + _internal_attributes(source)
             if bad:
                 found.setdefault(path.name, []).extend(bad)
     assert not found, f"notebooks import internal modules: {found}"

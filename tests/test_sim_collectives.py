@@ -51,7 +51,7 @@ NCCL_TESTS = {
 
 
 def test_the_bench_reads_names_layouts_factors_roots_and_least_ranks_from_the_description():
-    from labcore.bench.ops import NAMES, OPS, canonical, nccl_tests_program
+    from labcore.bench.ops import NAMES, OPS, nccl_tests_program, op_name
 
     assert list(OPS) == list(NCCL_TESTS) and list(NAMES) == [*NCCL_TESTS, "barrier"]
     for name, (factor, split, rooted, least, program) in NCCL_TESTS.items():
@@ -59,7 +59,7 @@ def test_the_bench_reads_names_layouts_factors_roots_and_least_ranks_from_the_de
         assert op.spec is spec.describe(name)
         assert (op.factor(4), op.split, op.rooted, op.min_ranks, nccl_tests_program(name)) == \
             (factor, split, rooted, least, program)
-        assert canonical(program) == canonical(program.upper().replace("_", "-")) == name
+        assert op_name(program) == op_name(program.upper().replace("_", "-")) == name
         for n, item in ((4, 4), (3, 8), (8, 2)):
             assert op.layout(1000, n, item) == spec.describe(name).counts(1000, n, item)
     assert OPS["hypercube"].power_of_two and OPS["hypercube"].algbw_share(4) == 0.75
@@ -68,9 +68,9 @@ def test_the_bench_reads_names_layouts_factors_roots_and_least_ranks_from_the_de
     assert {n: OPS[n].inplace for n in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")} == \
         {"all_reduce": "same", "all_gather": "send_in_recv", "reduce_scatter": "recv_in_send", "all_to_all": "same"}
     for alias, name in (("allreduce", "all_reduce"), ("alltoall_mpi", "all_to_all"), ("send_recv", "sendrecv")):
-        assert canonical(alias) == name
+        assert op_name(alias) == name
     with pytest.raises(ValueError, match="choose one of: all_reduce"):
-        canonical("send")                                   # described, but not something the bench runs
+        op_name("send")                                   # described, but not something the bench runs
 
 
 def test_too_few_ranks_are_refused_from_the_description():

@@ -374,7 +374,7 @@ def test_the_sweep_leaves_folders_that_are_not_run_folders_alone(tmp_path, monke
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     other = tmp_path / "labcore-fr-abc"  # some other tool's folder with a similar name
     other.mkdir()
-    assert scratch.sweep() == [] and other.exists()
+    assert scratch.remove_orphans() == [] and other.exists()
 
 
 def test_torch_distributed_debug_in_env_reaches_the_default_group():

@@ -61,7 +61,7 @@ def check_counts(warmup, iters, repeats=1) -> tuple[int, int, int]:
 
 def check_collective(op: str, nranks: int, redop: str, root: int) -> str:
     """The canonical name of ``op`` if it can run on ``nranks`` with ``redop`` and ``root``."""
-    name = _ops.canonical(op)
+    name = _ops.op_name(op)
     if redop not in _ops.REDOPS:
         extra = (" (NCCL's premultiplied sum is not in torch.distributed)" if redop == "mulsum" else
                  " (the lab runs one reduction at a time)" if redop == "all" else "")
@@ -82,7 +82,7 @@ def check_support(op: str, dtype, redop: str, backend: str) -> None:
     """Refuse what ``backend`` cannot run, once the backend is known and before a rank measures."""
     from labcore.bench.units import dtype_of
 
-    name = _ops.canonical(op)
+    name = _ops.op_name(op)
     type_name, torch_dtype = dtype_of(dtype)
     if (name in _ops.OPS and _ops.OPS[name].kind == "reduce" and redop == "avg"
             and not torch_dtype.is_floating_point and backend == "gloo"):
@@ -92,7 +92,7 @@ def check_support(op: str, dtype, redop: str, backend: str) -> None:
 
 def check_sizes(op: str, sizes: list[int], nranks: int, itemsize: int) -> None:
     """Refuse a sweep in which no size moves any data, or one that repeats a size."""
-    name = _ops.canonical(op)
+    name = _ops.op_name(op)
     if name == _ops.BARRIER or not sizes:
         return
     bad = [s for s in sizes if validate.whole(s) is None or s < 0]

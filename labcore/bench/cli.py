@@ -38,7 +38,7 @@ import pandas as pd
 from labcore import validate
 from labcore.bench import checks, memory
 from labcore.bench.harness import PLACEMENTS, describe_rank, measure
-from labcore.bench.ops import NAMES, OPS, canonical, nccl_tests_program
+from labcore.bench.ops import NAMES, OPS, nccl_tests_program, op_name
 from labcore.bench.sweep import COLUMNS, plan_sizes
 from labcore.bench.table import footer_lines, header_lines, row_line
 from labcore.bench.units import dtype_of, parse_size
@@ -133,7 +133,7 @@ def _under_torchrun() -> bool:
 
 
 def _spec(args) -> dict:
-    return dict(op=canonical(args.op), dtype=dtype_of(args.datatype)[0], redop=args.redop,
+    return dict(op=op_name(args.op), dtype=dtype_of(args.datatype)[0], redop=args.redop,
                 root=args.root, warmup=args.warmup_iters, iters=args.iters, check=bool(args.check))
 
 

@@ -235,7 +235,7 @@ def measure(spec: dict) -> list[dict]:
     """
     spec = {**DEFAULTS, **spec}
     dev = _device()
-    name = _ops.canonical(spec["op"])
+    name = _ops.op_name(spec["op"])
     if name == _ops.BARRIER:
         return _measure_barrier(spec, dev)
     op = _ops.OPS[name]

@@ -22,7 +22,7 @@ USABLE = 0.8
 
 def peak_bytes(op: str, nbytes: int, nranks: int, itemsize: int, check: bool = True) -> int:
     """Most bytes one rank holds at once while measuring ``op`` at ``nbytes``."""
-    name = _ops.canonical(op)
+    name = _ops.op_name(op)
     if name == _ops.BARRIER:
         return 0
     spec = _ops.OPS[name]

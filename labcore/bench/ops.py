@@ -224,7 +224,7 @@ BARRIER = "barrier"
 NAMES = [*OPS, BARRIER]
 
 
-def canonical(name: str) -> str:
+def op_name(name: str) -> str:
     """The lab's name for a collective the bench runs (also accepts nccl-tests' names such as ``alltoall_perf``)."""
     try:
         key = collectives.canonical(name)
@@ -237,5 +237,5 @@ def canonical(name: str) -> str:
 
 def nccl_tests_program(name: str) -> str:
     """nccl-tests' program for a collective, e.g. ``alltoall_perf`` for ``all_to_all``."""
-    key = canonical(name)
+    key = op_name(name)
     return collectives.describe(key).program or f"{key}_perf"

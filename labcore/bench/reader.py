@@ -323,7 +323,7 @@ def _table_op(sec: _Section, given: str | None, index: int, notes: list[str]) ->
     command quoted before it; a disagreement between them is noted."""
     label = f"table {index + 1} (its first result at line {sec.first_line})"
     named = [(sec.program, _OWN_LINE), (given, "op="), (sec.mentioned, "the command quoted above it")]
-    named = [(_ops.canonical(n), where) for n, where in named if n]
+    named = [(_ops.op_name(n), where) for n, where in named if n]
     if not named:
         raise ValueError(f"{label} does not say which collective ran (no 'Collective test starting' line or "
                          "*_perf command): pass op='all_reduce' (or the collective it measured)")

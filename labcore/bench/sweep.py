@@ -54,7 +54,7 @@ def plan_sizes(op: str, nranks: int, itemsize: int, budget: int | None, min_byte
     size that fits. ``budget=None`` checks everything but memory (before the ranks
     can say how much they have).
     """
-    if _ops.canonical(op) == _ops.BARRIER:
+    if _ops.op_name(op) == _ops.BARRIER:
         _size(min_bytes, "-b (min_bytes)")   # a barrier moves no data, but a size given is still read
         if max_bytes is not None:
             _size(max_bytes, "-e (max_bytes)")

@@ -1,13 +1,13 @@
 """What :mod:`labcore.exercises.core` calls into: the course setting and progress recording.
 
 Kept in one small module so that the exercise framework needs one import and three calls:
-``visible_hints`` and ``last_hint_note`` (hint), ``solution_text`` (solution) and ``record`` (check).
+``visible_hints`` and ``last_hint_note`` (hint), ``solution_text`` (solution) and ``note_attempt`` (check).
 """
 from __future__ import annotations
 
 from labcore.course.setting import SOLUTION_OFF, student_mode, visible_hints
 
-__all__ = ["visible_hints", "last_hint_note", "solution_text", "record"]
+__all__ = ["visible_hints", "last_hint_note", "solution_text", "note_attempt"]
 
 
 def last_hint_note() -> str:
@@ -22,7 +22,7 @@ def solution_text(title: str, solution: str) -> str:
     return f"{title}, solution:\n{solution}"
 
 
-def record(exercise, result) -> None:
+def note_attempt(exercise, result) -> None:
     """Append the attempt to the learner's progress file; never raises (a check must not break)."""
     try:
         from labcore.course.tracking import record_attempt

@@ -9,7 +9,7 @@ value through the base type's own methods (``float.__float__(x)``, ``list.__geti
 so that no method of the answer runs. What cannot be read that way is not a number, not a list,
 ...: the check says so. Comparisons (:func:`equal`, :func:`close_number`) are then between the
 lab's own values. The only methods of an answer the lab calls are its ``repr`` (for feedback, in
-:func:`describe`) and the learner's own functions; both run as the learner's code
+:func:`describe_answer`) and the learner's own functions; both run as the learner's code
 (:func:`labcore.exercises.timing.learner_code`: time-limited), and what they raise is a message
 about the answer.
 
@@ -34,8 +34,8 @@ import numpy as np
 
 from labcore.exercises.timing import learner_code
 
-__all__ = ["type_name", "describe", "safe_repr", "safe_str", "as_number", "as_whole", "as_text", "as_items",
-           "as_array", "as_mapping", "as_tensor", "holds_text", "equal", "close_number", "whole_number"]
+__all__ = ["type_name", "describe_answer", "safe_repr", "safe_str", "as_number", "as_whole", "as_text", "as_items",
+           "as_array", "as_mapping", "as_tensor", "holds_text", "equal", "close_number"]
 
 _NUMPY_REALS = frozenset({np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
                           np.float16, np.float32, np.float64, np.longdouble})
@@ -84,7 +84,7 @@ def safe_repr(x, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def describe(x) -> str:
+def describe_answer(x) -> str:
     """``x`` for feedback: its repr (cut to 60 characters) and its type, e.g. ``'3' (a str)``."""
     return f"{safe_repr(x)} (a {type_name(x)})"
 
@@ -135,8 +135,6 @@ def as_whole(x) -> int | None:
         return None
     return int(v)
 
-
-whole_number = as_whole
 
 
 def as_text(x) -> str | None:

@@ -37,8 +37,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from labcore.exercises.answers import as_array, as_text, describe, equal, holds_text, safe_repr, safe_str, type_name
-from labcore.exercises.answers import close_number as close_number, whole_number as whole_number
+from labcore.exercises.answers import as_array, as_text, describe_answer, equal, holds_text, safe_repr, safe_str, type_name
+from labcore.exercises.answers import close_number as close_number
 from labcore.exercises.timing import OutOfTime, learner_code, limit
 
 __all__ = [
@@ -79,7 +79,7 @@ class CheckCouldNotRun(Exception):
 
 # what the modules of the exercises import from here (the readers live in answers.py, the limits in timing.py)
 _OutOfTime = OutOfTime
-_describe_answer = describe
+_describe_answer = describe_answer
 _holds_text = holds_text
 _equal = equal
 _fmt = safe_repr
@@ -173,7 +173,7 @@ class Exercise:
         """Check ``answer`` and print what is right or wrong (never raises); the attempt is recorded."""
         result = self._evaluate(answer, context, caller_depth=2)
         print(result)
-        _course().record(self, result)
+        _course().note_attempt(self, result)
 
     def evaluate(self, answer: Any = _NOTHING, **context: Any) -> Result:
         """Like :meth:`check` but return the :class:`Result` instead of printing it."""
@@ -241,7 +241,7 @@ class Exercise:
             if callable(answer):  # most likely the learner's own code raised while being checked
                 return Result("incorrect", f"{self.title}: not quite. Checking your answer raised "
                               f"{type_name(err)}: {safe_str(err)}")
-            return Result("incorrect", f"{self.title}: not quite. Your answer, {describe(answer)}, "
+            return Result("incorrect", f"{self.title}: not quite. Your answer, {describe_answer(answer)}, "
                           f"is not {self.expects}.")
         return Result("correct", f"{self.title}: correct!" + (f" {remark}" if remark else ""))
 

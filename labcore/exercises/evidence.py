@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from labcore.exercises.answers import as_items, as_number, as_text, safe_repr, whole_number
+from labcore.exercises.answers import as_items, as_number, as_text, safe_repr, as_whole
 from labcore.exercises.core import Exercise, Incorrect, ValueExercise, _is_blank, NotAttempted
 
 __all__ = ["q_repeats", "q_outlier", "q_gib", "q_interval", "fewest_repeats", "OUTLIER_REPEATS_US",
@@ -50,7 +50,7 @@ class _RepeatsExercise(Exercise):
     def _check(self, answer, **context):
         from labcore.evidence.stats import smallest_pvalue
 
-        r = whole_number(answer)
+        r = as_whole(answer)
         if r is None:
             raise Incorrect(f"answer with a whole number of repeats per side, not {safe_repr(answer)}.")
         tests = self.sizes * self.placements

@@ -30,7 +30,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from labcore.exercises.answers import as_items, as_text, safe_repr, whole_number
+from labcore.exercises.answers import as_items, as_text, safe_repr, as_whole
 from labcore.exercises.core import Exercise, Incorrect, NotAttempted, _is_blank
 
 __all__ = ["CAUSES", "Mystery", "q_case_1", "q_case_2", "q_case_3", "q_shapes", "q_skip", "q_straggler"]
@@ -135,7 +135,7 @@ class _Diagnosis(Exercise):
         name = None if text is None else " ".join(text.strip().lower().replace("_", " ").split())
         if name not in CAUSES:
             raise Incorrect(f"the cause must be one of {', '.join(repr(c) for c in CAUSES)}; got {safe_repr(cause)}.")
-        whole = None if rank is None else whole_number(rank)
+        whole = None if rank is None else as_whole(rank)
         if rank is not None and whole is None:
             raise Incorrect(f"the rank must be a whole number (or None if no rank has a bug); got {safe_repr(rank)}.")
         return whole, name

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from labcore.exercises.answers import as_items, as_number, as_text, equal, holds_text, safe_repr, safe_str, type_name
-from labcore.exercises.answers import whole_number
+from labcore.exercises.answers import as_whole
 from labcore.exercises.core import Exercise, Incorrect, NotAttempted, ValueExercise, _is_blank
 from labcore.exercises.timing import learner_code
 
@@ -40,9 +40,9 @@ def nccl_tests_size(op: str, count: int, nranks: int, itemsize: int) -> int:
     >>> nccl_tests_size("all_gather", 1024, 4, 4)
     16384
     """
-    from labcore.bench.ops import OPS, canonical
+    from labcore.bench.ops import OPS, op_name
 
-    spec = OPS[canonical(op)]
+    spec = OPS[op_name(op)]
     return count * itemsize * (nranks if spec.chunked else 1)
 
 
@@ -189,7 +189,7 @@ class _GateExercise(Exercise):
             items = list((set if issubclass(type(answer), set) else frozenset).__iter__(answer))
         if items is None:
             raise Incorrect(f"answer with a list of sizes in bytes, e.g. [1048576, 4194304]; got {safe_repr(answer)}.")
-        sizes = [whole_number(s) for s in items]
+        sizes = [as_whole(s) for s in items]
         if None in sizes or holds_text(items):
             raise Incorrect(f"answer with a list of sizes as whole numbers of bytes, e.g. [1048576, 4194304]; "
                             f"got {safe_repr(answer)}.")

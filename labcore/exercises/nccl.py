@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from labcore.exercises.answers import as_items, as_mapping, as_number, as_text, holds_text, whole_number
+from labcore.exercises.answers import as_items, as_mapping, as_number, as_text, holds_text, as_whole
 from labcore.exercises.core import CustomExercise, Incorrect
 
 __all__ = ["q_channels", "q_transports", "q_slowest_hop", "q_p2p_disable", "q_payload", "q_small_channels",
@@ -39,7 +39,7 @@ def _log(name):
 
 
 def _whole(answer, what):
-    n = whole_number(answer)
+    n = as_whole(answer)
     if n is None:
         raise Incorrect(f"give {what} as a whole number.")
     return n
@@ -80,7 +80,7 @@ HOPS = ((1, 0), (1, 3), (0, 2))
 def _hop(key):
     """A dict key as the lab's own (src, dst) pair of ints, or None."""
     items = as_items(key)
-    pair = tuple(whole_number(v) for v in items) if items is not None and len(items) == 2 else (None,)
+    pair = tuple(as_whole(v) for v in items) if items is not None and len(items) == 2 else (None,)
     return None if None in pair else pair
 
 

@@ -5,6 +5,7 @@ from labcore.live.cluster import Cluster
 from labcore.live.context import RankInfo, device, rank_info
 from labcore.live.engines import EngineCluster
 from labcore.live.errors import ClusterError, CollectiveTimeout, HangReport, RankDied, RankError
+from labcore.live.magic import get_cluster
 from labcore.live.kineto import TRACES_DIR, kernel_choice, nccl_choices, read_trace, tuner_machine
 from labcore.live.nccl_log import LOGS_DIR as NCCL_LOGS_DIR
 from labcore.live.nccl_log import NcclLog
@@ -12,7 +13,8 @@ from labcore.live.nccl_log import parse as parse_nccl_log
 from labcore.live.nccl_log import recorded as recorded_nccl_log
 from labcore.live.recorder import FR_ENV, Recorder, Recording, combine, record
 from labcore.live.scaleout import NodeGroups, hierarchical_all_reduce, node_groups
-from labcore.live.sysinfo import has_gpus, machine_summary
+from labcore.live.sysinfo import explain_backend, has_gpus, machine_summary
+from labcore.live.topology import LEGEND as TOPO_LEGEND
 from labcore.live.topology import TopoMatrix, cpu_summary, machine_topology, parse_topo
 
 __all__ = [
@@ -20,5 +22,6 @@ __all__ = [
     "HangReport", "RankDied", "RankError", "has_gpus", "machine_summary", "record", "Recorder", "Recording",
     "combine", "FR_ENV", "NcclLog", "parse_nccl_log", "recorded_nccl_log", "NCCL_LOGS_DIR", "NodeGroups",
     "node_groups", "hierarchical_all_reduce", "TopoMatrix", "machine_topology", "parse_topo", "cpu_summary", "flight",
-    "read_trace", "nccl_choices", "kernel_choice", "tuner_machine", "TRACES_DIR",
+    "read_trace", "nccl_choices", "kernel_choice", "tuner_machine", "TRACES_DIR", "get_cluster", "explain_backend",
+    "TOPO_LEGEND",
 ]

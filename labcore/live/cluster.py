@@ -299,7 +299,7 @@ class Cluster(RankGroupBase):
         self._group: _Group | None = None
         self._finalizer = None
         self._emitted = False
-        scratch.sweep()
+        scratch.remove_orphans()
         self._start()
 
     # -- lifecycle -------------------------------------------------------------------------

@@ -257,7 +257,7 @@ class EngineCluster(RankGroupBase):
         self._stuck = False              # a rank did not answer: its engine must be restarted
         self._want = None
         self._launcher, self._cluster_options = launcher, dict(cluster_options)
-        scratch.sweep()
+        scratch.remove_orphans()
         if isinstance(engines, int):
             self._want = engines
             self._make_owned(engines, launcher, cluster_options)
@@ -603,7 +603,7 @@ class EngineCluster(RankGroupBase):
         where = {}
         for r in stuck:
             dump = futures[r].data.get(engine_rank.STACK_KEY, "")
-            where[r] = hang.summarize(source.restore_frames(dump, self._origins))
+            where[r] = hang.summarize_stack(source.restore_frames(dump, self._origins))
         self._fault = "the previous call timed out"
         raise CollectiveTimeout(HangReport(timeout, finished, where))
 

@@ -74,7 +74,7 @@ def _collective(frames: list[dict]) -> str | None:
     return next((f["func"] for f in frames if "torch/distributed" in f["file"] and f["func"] not in _WRAPPERS), None)
 
 
-def summarize(dump: str, gpu: tuple[str, str] | None = None) -> StackSummary:
+def summarize_stack(dump: str, gpu: tuple[str, str] | None = None) -> StackSummary:
     """Pick the thread that runs the worker loop and find the collective it is in and the user's line.
 
     faulthandler prints each thread most recent call first; the worker's own
@@ -192,6 +192,6 @@ def report(timeout: float, finished: list[int], dumps: dict[int, str], unreached
     from labcore.live import progress
     from labcore.live.errors import HangReport
 
-    stuck = {r: summarize(dump, progress.read_gpu(path(r, "gpu"))) for r, dump in dumps.items()}
+    stuck = {r: summarize_stack(dump, progress.read_gpu(path(r, "gpu"))) for r, dump in dumps.items()}
     calls = {r: progress.read_calls(path(r, "calls"), request_id) for r in finished}
     return HangReport(timeout, finished, stuck, unreached, calls={r: c for r, c in calls.items() if c is not None})

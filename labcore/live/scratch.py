@@ -67,7 +67,7 @@ def owner_alive(run_dir: str) -> bool:
         return False
 
 
-def sweep() -> list[str]:
+def remove_orphans() -> list[str]:
     """Remove the run folders (and their ``pymp-*`` folders) of notebooks that are gone."""
     removed = []
     for run_dir in glob.glob(os.path.join(tempfile.gettempdir(), f"{_PREFIX}[0-9]*-*")):

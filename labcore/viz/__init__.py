@@ -11,7 +11,8 @@
 - NCCL's protocols (from the tuner's model): :func:`protocol_lines`, :func:`protocol_times`,
   :func:`protocol_crossovers`, :func:`channels_by_size`;
 - evidence (labcore.evidence tables): :func:`control_chart`, :func:`interval_plot`,
-  :func:`percentile_plot`, :func:`cost_plot`.
+  :func:`percentile_plot`, :func:`cost_plot`;
+- axes in bytes: :func:`format_bytes` ("64 KiB") and :func:`byte_ticks` (a log axis labelled in bytes).
 """
 from labcore.viz.chunk_flow import captions, chunk_flow, still
 from labcore.viz.explorer import Explorer, explore
@@ -21,10 +22,11 @@ from labcore.viz.step_timeline import replay_slider, step_timeline
 from labcore.viz.protocols import channels_by_size, protocol_crossovers, protocol_lines, protocol_times
 from labcore.viz.control import control_chart
 from labcore.viz.evidence import cost_plot, interval_plot, percentile_plot
+from labcore.viz.style import byte_ticks, format_bytes
 
 __all__ = [
     "captions", "chunk_flow", "still", "link_timeline", "link_usage", "Explorer", "explore",
     "crossover_plot", "gate_plot", "measurement_plot", "topology_heatmap", "step_timeline", "replay_slider",
     "channels_by_size", "protocol_crossovers", "protocol_lines", "protocol_times", "control_chart", "cost_plot",
-    "interval_plot", "percentile_plot",
+    "interval_plot", "percentile_plot", "format_bytes", "byte_ticks",
 ]

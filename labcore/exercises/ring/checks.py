@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from labcore.exercises.answers import safe_repr, safe_str, type_name, whole_number
+from labcore.exercises.answers import safe_repr, safe_str, type_name, as_whole
 from labcore.exercises.core import Incorrect, NotAttempted, _is_blank
 from labcore.exercises.live import LIMIT_S, on_every_size, warm_up
 from labcore.exercises.ring.reference import ring_all_reduce, ring_convention, simulate_steps
@@ -21,7 +21,7 @@ def _chunk_sent(answer, rank: int, step: int, ranks: int) -> int:
         raise Incorrect(f"For {case} your function raised {type_name(err)}: {safe_str(err)}")
     if _is_blank(answer_chunk):
         raise NotAttempted()
-    chunk = whole_number(answer_chunk)
+    chunk = as_whole(answer_chunk)
     if chunk is None:
         raise Incorrect(f"For {case} you return {safe_repr(answer_chunk)}; return the chunk's number, an int.")
     if not 0 <= chunk < ranks:
