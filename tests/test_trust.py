@@ -581,7 +581,7 @@ def test_a_process_forked_from_the_notebook_neither_uses_nor_stops_its_ranks(tmp
 
 def test_an_interrupt_during_close_still_removes_the_folder(tmp_path):
     done, scratch_dir = _run_script(tmp_path, """
-        import os, signal, threading, labcore as lc
+        import os, signal, threading, time, labcore as lc
 
         def leave_thread():          # the rank cannot exit at once: close() waits for it
             import threading, time
@@ -591,7 +591,12 @@ def test_an_interrupt_during_close_still_removes_the_folder(tmp_path):
             cl = lc.Cluster(2, backend="gloo")
             cl.run(leave_thread)
             run_dir = cl._group.run_dir
-            threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+            def interrupt_once_stopping():   # close() lets the group go first, then stops its ranks
+                while cl._group is not None:
+                    time.sleep(0.001)
+                os.kill(os.getpid(), signal.SIGINT)
+
+            threading.Thread(target=interrupt_once_stopping, daemon=True).start()
             try:
                 cl.close()
             except KeyboardInterrupt:
