@@ -368,49 +368,21 @@ class Cluster(RankGroupBase):
             outbox.write(fd)  # a short request to ranks that are reading goes out at once
         return self._collect(self._request_id, outbox, timeout)
 
-    def _collect(self, request_id: int, outbox: control.Outbox, timeout: float) -> list:  # noqa: C901 (to be split)
+    def _collect(self, request_id: int, outbox: control.Outbox, timeout: float) -> list:
         """Finish sending ``outbox``; wait for every rank's reply to it, watching processes and output.
 
         Anything but a full, clean set of replies leaves with the group discarded,
         so no later call can read a reply meant for this one.
         """
         group = self._group
-        n = len(group.procs)
         replies: dict[int, tuple] = {}
         errors: dict = {}
-        by_conn = {conn: r for r, conn in enumerate(group.conns)}
-        by_sentinel = {p.sentinel: r for r, p in enumerate(group.procs)}
-        by_output = {fd: r for r, out in enumerate(group.outputs) for fd in out.fds.values()}
-        by_fd = {conn.fileno(): r for r, conn in enumerate(group.conns)}
         streams = [control.ReplyStream(conn.fileno(), self.reply_limit) for conn in group.conns]
-        deadline = time.monotonic() + timeout
         clean = False
         self._emitted = False
         try:
-            while len(replies) < n:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    if errors:
-                        break
-                    unreached = sorted(by_fd[fd] for fd in outbox.unsent())
-                    self._hang(timeout, sorted(replies),
-                               sorted(set(range(n)) - set(replies) - set(unreached)), unreached)
-                pending = [r for r in range(n) if r not in replies]
-                watched = ([group.conns[r] for r in pending] + [group.procs[r].sentinel for r in pending]
-                           + [fd for fd, r in by_output.items() if fd in group.outputs[r].fds.values()])
-                ready, writable = control.wait(watched, outbox.unsent(), remaining)
-                for fd in writable:
-                    outbox.write(fd)
-                for obj in sorted(ready, key=lambda o: o in by_sentinel):  # replies before deaths
-                    if obj in by_output:
-                        group.outputs[by_output[obj]].drain(obj)
-                    elif obj in by_conn:
-                        self._receive(group, streams, by_conn[obj], request_id, replies, errors)
-                        if errors:
-                            deadline = min(deadline, time.monotonic() + ERROR_GRACE_S)
-                    elif by_sentinel[obj] not in replies and not group.conns[by_sentinel[obj]].poll():
-                        self._died(by_sentinel[obj])
-            clean = (not errors or len(replies) == n) and not any(s.partial for s in streams)
+            self._await_replies(group, outbox, streams, request_id, replies, errors, timeout)
+            clean = (not errors or len(replies) == len(group.procs)) and not any(s.partial for s in streams)
         except KeyboardInterrupt:
             self._fault = "the previous call was interrupted"
             raise
@@ -435,6 +407,40 @@ class Cluster(RankGroupBase):
         if errors:
             raise RankError(errors, restarted=self._group is None)
         return self._unpack_all(replies)
+
+    def _await_replies(self, group: _Group, outbox: control.Outbox, streams: list, request_id: int,
+                       replies: dict, errors: dict, timeout: float) -> None:
+        """Write what is left of the request and read replies until every rank has answered, a rank
+        raised (then the others get ``ERROR_GRACE_S``), a rank died (RankDied) or the deadline passed
+        (the hang report)."""
+        n = len(group.procs)
+        by_conn = {conn: r for r, conn in enumerate(group.conns)}
+        by_sentinel = {p.sentinel: r for r, p in enumerate(group.procs)}
+        by_output = {fd: r for r, out in enumerate(group.outputs) for fd in out.fds.values()}
+        by_fd = {conn.fileno(): r for r, conn in enumerate(group.conns)}
+        deadline = time.monotonic() + timeout
+        while len(replies) < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if errors:
+                    return
+                unreached = sorted(by_fd[fd] for fd in outbox.unsent())
+                self._hang(timeout, sorted(replies), sorted(set(range(n)) - set(replies) - set(unreached)), unreached)
+            pending = [r for r in range(n) if r not in replies]
+            watched = ([group.conns[r] for r in pending] + [group.procs[r].sentinel for r in pending]
+                       + [fd for fd, r in by_output.items() if fd in group.outputs[r].fds.values()])
+            ready, writable = control.wait(watched, outbox.unsent(), remaining)
+            for fd in writable:
+                outbox.write(fd)
+            for obj in sorted(ready, key=lambda o: o in by_sentinel):  # replies before deaths
+                if obj in by_output:
+                    group.outputs[by_output[obj]].drain(obj)
+                elif obj in by_conn:
+                    self._receive(group, streams, by_conn[obj], request_id, replies, errors)
+                    if errors:
+                        deadline = min(deadline, time.monotonic() + ERROR_GRACE_S)
+                elif by_sentinel[obj] not in replies and not group.conns[by_sentinel[obj]].poll():
+                    self._died(by_sentinel[obj])
 
     def _receive(self, group: _Group, streams: list, rank: int, request_id: int, replies: dict,
                  errors: dict) -> None:

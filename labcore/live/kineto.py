@@ -65,6 +65,8 @@ from pathlib import Path
 
 import numpy as np
 
+from labcore import collectives as _collectives
+
 __all__ = ["read_trace", "kernel_choice", "match_kernels", "nccl_choices", "tuner_machine", "TRACES_DIR",
            "MAX_TRACE_BYTES"]
 
@@ -88,8 +90,7 @@ _ALGO = {"TREE": "Tree", "RING": "Ring", "COLLNET": "CollNetDirect", "COLLNET_DI
          "COLLNET_CHAIN": "CollNetChain", "NVLS": "NVLS", "NVLS_TREE": "NVLSTree", "PAT": "PAT"}
 _PROTOCOLS = ("LL", "LL128", "Simple")
 # NCCL's function of each collective the lab names (point-to-point and all_to_all run SendRecv)
-_FUNC = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
-         "broadcast": "Broadcast", "reduce": "Reduce"}
+_FUNC = _collectives.NCCL_NAMES
 # The algorithms NCCL has for each function (generate.py algos_of_coll), CollNet left out: it runs only
 # with NCCL_COLLNET_ENABLE=1 and a SHARP network, and then its kernels are named for it before 2.19.
 _ALGOS_OF = {"AllReduce": ("Tree", "Ring", "NVLS", "NVLSTree"), "AllGather": ("Ring", "NVLS", "PAT"),

@@ -164,10 +164,12 @@ def _nbytes(sizes, dtypes) -> int:
 
 
 def _size(op: str, in_bytes: int, out_bytes: int) -> int:
-    """nccl-tests' size: all_gather and gather count the output, the rest the input buffer."""
-    if op in ("all_gather", "gather"):
+    """nccl-tests' size: the buffer a collective splits across the ranks, whole (the output of all_gather
+    and gather, the input of reduce_scatter and scatter, which only the root holds), else the input."""
+    split = _collectives.describe(op).split if op in _collectives.COLLECTIVES else ""
+    if split == "recv":
         return out_bytes
-    if op == "scatter":
+    if split == "send":
         return max(in_bytes, out_bytes)
     return in_bytes
 
