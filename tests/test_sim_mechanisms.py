@@ -53,3 +53,16 @@ def test_textbook_machines_and_other_collectives_are_untouched():
 def test_unknown_mechanism_is_refused_with_the_names():
     with pytest.raises(ValueError, match="choose from channels, chunks, plateau"):
         sim.simulate("all_reduce", "ring", 8, 1 << 20, topology="h100_sxm8", mechanisms=("fill",))
+
+
+def test_tree_correction_replaces_the_trees_chunk_fill():
+    """2 x 8 H100, Tree/LL128 at 1 MiB: treeCorrectionFactor[LL128][log2(1 MiB / 64) = 14] = 0.6 on the
+    bandwidth, and no chunk pipeline beside it; NVLSTree on Hopper keeps its chunks (no correction)."""
+    t = topologies.multinode(2, 8)
+    a = mechanisms.adjust("all_reduce", "double_tree", "LL128", 1 << 20, t)
+    assert a.bandwidth_scale == pytest.approx(0.6) and a.pipeline is None
+    chunks_only = mechanisms.adjust("all_reduce", "double_tree", "LL128", 1 << 20, t, mechanisms=("channels", "chunks"))
+    assert chunks_only.bandwidth_scale == 1.0 and chunks_only.pipeline > 1
+    tree = mechanisms.adjust("all_reduce", "nvls", "NVLS", 16 << 20, topologies.multinode(2, 8, nvls=True),
+                             {"across": "ring"})
+    assert tree.bandwidth_scale == 1.0 and tree.pipeline == 2

@@ -2,7 +2,7 @@
 that a bandwidth-and-latency model of its links leaves out (docs/nccl_mechanisms.md).
 
 Each is a formula from NVIDIA/nccl 2.30.7 (commit 5067397), with NCCL's constants, applied by
-:func:`labcore.sim.simulate` (the first two by default, :data:`DEFAULT`) to a topology that knows its NCCL machine (``topology.nccl``: the
+:func:`labcore.sim.simulate` (all but the plateau by default, :data:`DEFAULT`) to a topology that knows its NCCL machine (``topology.nccl``: the
 tuner's :class:`~labcore.sim.tuner.Machine`, set by the presets built on NVSwitch nodes):
 
 * ``"channels"`` -- NCCL runs a small message on fewer channels than it has: Ring and Tree drop
@@ -20,6 +20,10 @@ tuner's :class:`~labcore.sim.tuner.Machine`, set by the presets built on NVSwitc
   many pieces, so a tree's or NVLS's pipeline pays its fill (depth + k - 1 chunk times, not k).
 * ``"plateau"`` -- a multi-node Ring/Simple all-reduce of at least 64 bytes per channel and rank
   pays 1.4 times its latency (1.9 before Ampere), tuning.cc:646-650.
+* ``"correction"`` -- NCCL's own size-indexed factor on a tree all-reduce's bandwidth,
+  ``treeCorrectionFactor[protocol][log2(S / 64)]`` (0.4-1.0, tuning.cc:620-641; NVLSTree likewise on
+  Blackwell with x86 hosts): its admission that trees run slower in mid sizes than its model. It
+  stands for the trees' pipeline fill, so with it the trees do not take the chunk pipeline too.
 
 The kernel launch and host time (mechanism 4 of the design note) is the topology's ``issue_s``
 (one process driving 8 GPUs: 30 us; one process per GPU: none), the per-protocol bandwidth caps
@@ -42,12 +46,13 @@ from dataclasses import dataclass
 from labcore.sim.tuner import constants as C
 from labcore.sim.tuner.model import channels_at
 
-MECHANISMS = ("channels", "chunks", "plateau")
+MECHANISMS = ("channels", "chunks", "plateau", "correction")
 """The mechanisms the simulator can play (``simulate(..., mechanisms=...)``)."""
-DEFAULT = ("channels", "chunks")
-"""What :func:`labcore.sim.simulate` plays unless told: the ring plateau is left out, since it makes the
-forced-ring calibration table (nccl-tests#309, 2 nodes) 12% slow at 256 MiB and brings no size closer
-(tests/data/README.md, "After the mid-size mechanisms")."""
+DEFAULT = ("channels", "chunks", "correction")
+"""What :func:`labcore.sim.simulate` plays unless told. Chosen on the calibration tables only: the tree
+correction brings 3 (tuner's picks) and 5 (fastest schedule) more of their sizes within the goal; the
+ring plateau is left out, since it brings none closer and puts the forced-ring calibration table
+(nccl-tests#309, 2 nodes) 12% slow at 256 MiB (tests/data/README.md, "After the mid-size mechanisms")."""
 
 NVLS_CHUNK_BYTES = 128 << 10            # NCCL_NVLS_CHUNKSIZE default, src/transport/nvls.cc:160
 NVLS_TREE_MAX_CHUNK_BYTES = 64 << 10    # nvlsTreeMaxChunkSize from 4 nodes, nvls.cc:226-229
@@ -153,6 +158,8 @@ def adjust(op: str, algorithm: str, protocol: str | None, nbytes: float, topolog
     if a in ("Ring", "Tree") and "channels" in which and "channels" not in options:
         sim = min(sim_full, max(1, math.ceil(nc * sim_full / full)))
         out.update(channels=sim, bandwidth_scale=nc * sim_full / (full * sim))
+    # NCCL's tree correction stands for the trees' pipeline fill: where it applies, not both
+    corrected = "correction" in which and _corrected(machine, a)
     if "chunks" in which and "pipeline" not in options:
         # the simulator's own limit on a protocol's pieces (its cost grows with them) still holds
         most = topology.protocols[protocol].max_pieces if protocol in topology.protocols else 256
@@ -161,19 +168,37 @@ def adjust(op: str, algorithm: str, protocol: str | None, nbytes: float, topolog
             chunk = LL_STEP_DATA
         elif a == "Tree" and p == "LL128":
             chunk = _ll128_tree_chunk(nb, nc, machine)
-        elif a in ("NVLS", "NVLSTree"):
+        elif a in ("NVLS", "NVLSTree") and not corrected:
             heads = machine.nvls.channels if machine.nvls is not None else machine.local_ranks
             chunk = _nvls_chunk(nb, nc, heads, a == "NVLSTree", machine.nodes)
             out["pipeline"] = max(1, min(most, math.ceil(nb / (nc * heads * chunk))))
-        if a == "Tree" and chunk:
+        if a == "Tree" and chunk and not corrected:
             sim = out.get("channels", sim_full)
             trees = sim * (2 if algorithm == "double_tree" else 1)
             out["pipeline"] = max(1, min(most, math.ceil(nb / (trees * chunk))))
         out["chunk_bytes"] = chunk
+    if "correction" in which and a in ("Tree", "NVLSTree"):
+        out["bandwidth_scale"] = out.get("bandwidth_scale", 1.0) * _tree_correction(nb, machine, a, p)
     if "plateau" in which and (a, p) == ("Ring", "Simple") and machine.nodes > 1 \
             and nb // (machine.comm_channels * machine.ranks) >= C.RING_PLATEAU_MIN_BYTES_PER_CHANNEL_RANK:
         out["latency_scale"] = C.RING_PLATEAU["before_ampere" if machine.compcap < 80 else "ampere_on"]
     return Adjustment(**out)
+
+
+def _corrected(machine, algorithm: str) -> bool:
+    """Whether NCCL applies treeCorrectionFactor to ``algorithm`` on ``machine`` (tuning.cc:620-641)."""
+    return algorithm == "Tree" or (algorithm == "NVLSTree" and machine.compcap >= 100 and machine.cpu_arch == "x86")
+
+
+def _tree_correction(nbytes: int, machine, algorithm: str, protocol: str) -> float:
+    """treeCorrectionFactor for a Tree (or, on Blackwell with x86 hosts, NVLSTree) all-reduce of
+    ``nbytes`` (tuning.cc:620-641, the tuner's :data:`~labcore.sim.tuner.constants.TREE_CORRECTION`)."""
+    index = (nbytes >> 6).bit_length() - 1
+    if not _corrected(machine, algorithm):
+        return 1.0
+    if 0 <= index < C.TREE_CORRECTION_ENTRIES[algorithm]:
+        return C.TREE_CORRECTION[protocol][index]
+    return 1.0
 
 
 def apply(view, adjustment: Adjustment):
