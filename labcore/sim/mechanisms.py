@@ -11,9 +11,9 @@ tuner's :class:`~labcore.sim.tuner.Machine`, set by the presets built on NVSwitc
   ``1/nChannels`` of the bandwidth (NCCL's model gives each channel of a graph the same), so the
   collective gets ``nc(S) / nChannels`` of it.
 * ``"chunks"`` -- the chunk a pipelined algorithm moves per step (calcCollChunking,
-  src/enqueue.cc:2182-2420): Tree/LL one 32 KiB LL step (init.cc:810-824: 512 KiB buffer / 8
-  NCCL_STEPS, half of it data), Tree/LL128 the 562.5 KiB LL128 step halved while the message
-  holds few of them per channel (enqueue.cc:2286-2294), NVLS 128 KiB (nvls.cc:160) cut to 64, 32
+  src/enqueue.cc:2182-2420): Tree/LL one 32 KiB LL step (enqueue.cc:2222-2226: 512 KiB buffer / 8
+  NCCL_STEPS, half of it data), Tree/LL128 the 562.5 KiB of data of a LL128 step halved while the
+  message holds few of them per channel (enqueue.cc:2227, 2286-2294), NVLS 128 KiB (nvls.cc:160) cut to 64, 32
   and 16 KiB below 64, 8 and 2 rounds of all channels and heads (enqueue.cc:2258-2275), NVLSTree
   the same from min(128 KiB, 64 KiB from 4 nodes) (nvls.cc:226-229) cut at 32, 16, 4 and 1 rounds
   to 256, 128, 64, 32 KiB (enqueue.cc:2276-2285). The simulator then cuts the buffer into that
@@ -21,8 +21,8 @@ tuner's :class:`~labcore.sim.tuner.Machine`, set by the presets built on NVSwitc
 * ``"plateau"`` -- a multi-node Ring/Simple all-reduce of at least 64 bytes per channel and rank
   pays 1.4 times its latency (1.9 before Ampere), tuning.cc:646-650.
 * ``"correction"`` -- NCCL's own size-indexed factor on a tree all-reduce's bandwidth,
-  ``treeCorrectionFactor[protocol][log2(S / 64)]`` (0.4-1.0, tuning.cc:620-641; NVLSTree likewise on
-  Blackwell with x86 hosts): its admission that trees run slower in mid sizes than its model. It
+  ``treeCorrectionFactor[protocol][log2(S / 64)]`` (0.4-1.0, the table at tuning.cc:620-627, applied at
+  638-645; NVLSTree likewise on Blackwell with x86 hosts): its admission that trees run slower in mid sizes than its model. It
   stands for the trees' pipeline fill, so with it the trees do not take the chunk pipeline too.
 
 The kernel launch and host time (mechanism 4 of the design note) is the topology's ``issue_s``
@@ -105,23 +105,27 @@ def played_as(algorithm: str, topology, options: dict) -> str | None:
 
 
 def _ll128_tree_chunk(nbytes: float, nc: int, machine) -> int:
-    """Tree/LL128 chunk (enqueue.cc:2286-2294): the 600 KiB LL128 step halved while the message holds
-    fewer than (1 + log2 nNodes + 0.1 ppn) x 64/ppn of them per channel (down to 75 KiB), then while
-    fewer than that x 16/ppn (down to 18.75 KiB); 120 of every 128 bytes are data."""
+    """Tree/LL128 chunk (enqueue.cc:2227, 2286-2294): the data of one LL128 step (120 of every 128
+    bytes of 600 KiB: 576000 B), halved while the message holds fewer than (1 + log2 nNodes + 0.1 ppn)
+    x 64/ppn of them per channel (not below 72000 B), then while fewer than that x 16/ppn (not below
+    18000 B); NCCL divides whole numbers on the left."""
     nodes = machine.nodes
     ppn = machine.ranks / nodes
     nsteps = 1 + (nodes.bit_length() - 1) + 0.1 * ppn
-    chunk = LL128_STEP_BYTES
-    while nbytes / (nc * chunk) < nsteps * 64 / ppn and chunk > 131072:
+    chunk = LL128_STEP_BYTES // (C.LL128_LINE_BYTES // 8) * (C.LL128_DATA_BYTES // 8)   # NCCL_LL128_LINEELEMS, DATAELEMS
+    nb = int(nbytes)
+    while nb // (nc * chunk) < nsteps * 64 / ppn and chunk > 131072:
         chunk //= 2
-    while nbytes / (nc * chunk) < nsteps * 16 / ppn and chunk > 32768:
+    while nb // (nc * chunk) < nsteps * 16 / ppn and chunk > 32768:
         chunk //= 2
-    return chunk * C.LL128_DATA_BYTES // C.LL128_LINE_BYTES
+    return chunk
 
 
 def _nvls_chunk(nbytes: float, nc: int, heads: int, tree: bool, nodes: int) -> int:
     """NVLS / NVLSTree chunk (enqueue.cc:2258-2285): NCCL's cut-downs while the message holds few
-    rounds of ``nc x heads`` chunks."""
+    rounds of ``nc x heads`` chunks. Not played: NVLS across nodes (with SHARP) caps the chunk at
+    32 KiB when NCCL's NVLS bandwidth is under 150 GB/s (enqueue.cc:2264-2266), which the lab's
+    tuner machines, without CollNet graphs, cannot price."""
     ops = nc * heads
     if tree:
         chunk = min(NVLS_CHUNK_BYTES, NVLS_TREE_MAX_CHUNK_BYTES if nodes >= 4 else NVLS_CHUNK_BYTES)
@@ -186,13 +190,13 @@ def adjust(op: str, algorithm: str, protocol: str | None, nbytes: float, topolog
 
 
 def _corrected(machine, algorithm: str) -> bool:
-    """Whether NCCL applies treeCorrectionFactor to ``algorithm`` on ``machine`` (tuning.cc:620-641)."""
+    """Whether NCCL applies treeCorrectionFactor to ``algorithm`` on ``machine`` (tuning.cc:638-645)."""
     return algorithm == "Tree" or (algorithm == "NVLSTree" and machine.compcap >= 100 and machine.cpu_arch == "x86")
 
 
 def _tree_correction(nbytes: int, machine, algorithm: str, protocol: str) -> float:
     """treeCorrectionFactor for a Tree (or, on Blackwell with x86 hosts, NVLSTree) all-reduce of
-    ``nbytes`` (tuning.cc:620-641, the tuner's :data:`~labcore.sim.tuner.constants.TREE_CORRECTION`)."""
+    ``nbytes`` (tuning.cc:620-645, the tuner's :data:`~labcore.sim.tuner.constants.TREE_CORRECTION`)."""
     index = (nbytes >> 6).bit_length() - 1
     if not _corrected(machine, algorithm):
         return 1.0
