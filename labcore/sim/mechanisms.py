@@ -2,8 +2,9 @@
 that a bandwidth-and-latency model of its links leaves out (docs/nccl_mechanisms.md).
 
 Each is a formula from NVIDIA/nccl 2.30.7 (commit 5067397), with NCCL's constants, applied by
-:func:`labcore.sim.simulate` (all but the plateau by default, :data:`DEFAULT`) to a topology that knows its NCCL machine (``topology.nccl``: the
-tuner's :class:`~labcore.sim.tuner.Machine`, set by the presets built on NVSwitch nodes):
+:func:`labcore.sim.simulate` (all but the plateau by default, :data:`DEFAULT`) to a topology that
+knows its NCCL machine (``topology.nccl``: the tuner's :class:`~labcore.sim.tuner.Machine`, set by the
+presets built on NVSwitch nodes):
 
 * ``"channels"`` -- NCCL runs a small message on fewer channels than it has: Ring and Tree drop
   one while ``S < nc x nt x threadThreshold`` (src/enqueue.cc:2092-2104; thresholds comm.h:49-51,
@@ -13,17 +14,18 @@ tuner's :class:`~labcore.sim.tuner.Machine`, set by the presets built on NVSwitc
 * ``"chunks"`` -- the chunk a pipelined algorithm moves per step (calcCollChunking,
   src/enqueue.cc:2182-2420): Tree/LL one 32 KiB LL step (enqueue.cc:2222-2226: 512 KiB buffer / 8
   NCCL_STEPS, half of it data), Tree/LL128 the 562.5 KiB of data of a LL128 step halved while the
-  message holds few of them per channel (enqueue.cc:2227, 2286-2294), NVLS 128 KiB (nvls.cc:160) cut to 64, 32
-  and 16 KiB below 64, 8 and 2 rounds of all channels and heads (enqueue.cc:2258-2275), NVLSTree
+  message holds few of them per channel (enqueue.cc:2227, 2286-2294), NVLS 128 KiB (nvls.cc:160)
+  cut to 64, 32 and 16 KiB below 64, 8 and 2 rounds of all channels and heads (enqueue.cc:2258-2275), NVLSTree
   the same from min(128 KiB, 64 KiB from 4 nodes) (nvls.cc:226-229) cut at 32, 16, 4 and 1 rounds
   to 256, 128, 64, 32 KiB (enqueue.cc:2276-2285). The simulator then cuts the buffer into that
   many pieces, so a tree's or NVLS's pipeline pays its fill (depth + k - 1 chunk times, not k).
 * ``"plateau"`` -- a multi-node Ring/Simple all-reduce of at least 64 bytes per channel and rank
   pays 1.4 times its latency (1.9 before Ampere), tuning.cc:646-650.
 * ``"correction"`` -- NCCL's own size-indexed factor on a tree all-reduce's bandwidth,
-  ``treeCorrectionFactor[protocol][log2(S / 64)]`` (0.4-1.0, the table at tuning.cc:620-627, applied at
-  638-645; NVLSTree likewise on Blackwell with x86 hosts): its admission that trees run slower in mid sizes than its model. It
-  stands for the trees' pipeline fill, so with it the trees do not take the chunk pipeline too.
+  ``treeCorrectionFactor[protocol][log2(S / 64)]`` (0.4-1.0, the table at tuning.cc:620-627,
+  applied at 638-645; NVLSTree likewise on Blackwell with x86 hosts): its admission that trees run
+  slower in mid sizes than its model. It stands for the trees' pipeline fill, so with it the trees
+  do not take the chunk pipeline too.
 
 The kernel launch and host time (mechanism 4 of the design note) is the topology's ``issue_s``
 (one process driving 8 GPUs: 30 us; one process per GPU: none), the per-protocol bandwidth caps
