@@ -11,8 +11,13 @@ table must never set a parameter (tests/data/README.md).
 Only public API is used (labcore.sim.simulate, labcore.sim.topologies, labcore.sim.tuner,
 labcore.bench.read_nccl_tests): the script needs no change when the model or the presets improve.
 
+``--mechanisms`` names which of NCCL's mid-size mechanisms the simulator plays (``labcore.sim.mechanisms``:
+channels, chunks, correction, plateau; "default" (all but the plateau) unless told, "all", "none" for
+the model without them), so each one's effect can
+be measured alone.
+
 Run:  python benchmarks/fidelity_report.py [--set held-out] [--algorithm best|tuner] [--max-ranks 128]
-      [--json out.json]
+      [--mechanisms default|all|none|channels,chunks,...] [--json out.json]
 """
 from __future__ import annotations
 
@@ -34,10 +39,20 @@ def _args(argv):
     p.add_argument("--algorithm", default="best", choices=("best", "tuner"),
                    help="best: the fastest of NCCL's algorithms as simulated; tuner: NCCL's pick (the lab's tuner port)")
     p.add_argument("--max-ranks", type=int, default=128, help="skip tables of more ranks (default 128)")
+    p.add_argument("--mechanisms", default="default",
+                   help="NCCL's mid-size mechanisms to play: default (channels, chunks, correction), all, none, "
+                        "or names joined by commas (channels, chunks, correction, plateau)")
     p.add_argument("--json", type=Path, help="also write the numbers to this file")
     a = p.parse_args(argv)
     if a.max_ranks < 1:
         p.error(f"--max-ranks must be 1 or more, not {a.max_ranks}")
+    from labcore.sim import mechanisms
+
+    try:
+        a.mechanisms = mechanisms.selected({"default": "default", "all": "all", "none": ()}.get(
+            a.mechanisms, a.mechanisms.split(",")))
+    except ValueError as e:
+        p.error(f"--mechanisms: {e}")
     if a.json is not None and not a.json.parent.is_dir():
         p.error(f"--json: no folder {a.json.parent} to write into")
     return a
@@ -55,7 +70,7 @@ def _goal(rows: list) -> tuple[int, int]:
     return ok, sum(not math.isnan(r[3]) for r in rows)
 
 
-def _report_table(entry: dict, algorithm: str, max_ranks: int) -> dict:
+def _report_table(entry: dict, algorithm: str, max_ranks: int, mechanisms=()) -> dict:
     head = (f"{entry['file']}  [{entry['set']}]  {entry['gpu']}, {entry['nodes']} node(s) x {entry['gpus_per_node']}"
             f" GPUs, {entry['network']}")
     print(head)
@@ -63,7 +78,7 @@ def _report_table(entry: dict, algorithm: str, max_ranks: int) -> dict:
         result = dict(file=entry["file"], set=entry["set"], rows=[], errors={}, topology="",
                       status=f"skipped: {entry['ranks']} ranks > --max-ranks {max_ranks}")
     else:
-        result = published.table_ratios(entry, algorithm)
+        result = published.table_ratios(entry, algorithm, mechanisms)
     if result["topology"]:
         print(f"    topology: {result['topology']}")
     if result["status"] != "ok":
@@ -83,7 +98,8 @@ def main(argv=None) -> int:
     a = _args(argv)
     rule = published.split_rule()
     print(f"Split of {rule['date']}: {rule['rule']}")
-    print(f"Algorithm: {a.algorithm}; ratio = simulated busbw / published busbw (in-place column)\n")
+    print(f"Algorithm: {a.algorithm}; mechanisms: {', '.join(a.mechanisms) or 'none'}; "
+          "ratio = simulated busbw / published busbw (in-place column)\n")
     start = time.perf_counter()
     results = {}
     for which in published.SETS:
@@ -92,7 +108,7 @@ def main(argv=None) -> int:
         print(f"=== {which} set ===")
         rows = []
         for entry in published.index_entries(which):
-            r = _report_table(entry, a.algorithm, a.max_ranks)
+            r = _report_table(entry, a.algorithm, a.max_ranks, a.mechanisms)
             results[entry["file"]] = r
             rows += r["rows"]
         print(f"--- {which}, all tables together ---")
@@ -102,7 +118,8 @@ def main(argv=None) -> int:
         print(f"    goal (>=64 KiB within 25%, smaller within 40%): {ok}/{n} sizes\n")
     print(f"({time.perf_counter() - start:.0f} s)")
     if a.json is not None:
-        a.json.write_text(json.dumps({"algorithm": a.algorithm, "split": rule, "tables": results}, indent=1) + "\n")
+        a.json.write_text(json.dumps({"algorithm": a.algorithm, "mechanisms": list(a.mechanisms), "split": rule,
+                                      "tables": results}, indent=1) + "\n")
     return 0
 
 

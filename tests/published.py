@@ -178,12 +178,14 @@ def _tuner_pick(entry: dict, topology, nbytes: int):
     return algorithm, protocol, options
 
 
-def simulated_busbw(entry: dict, topology, nbytes: int, algorithm: str = "best") -> tuple[float, str]:
+def simulated_busbw(entry: dict, topology, nbytes: int, algorithm: str = "best",
+                    mechanisms="default") -> tuple[float, str]:
     """(busbw GB/s, what ran) of the simulator for one size of a table.
 
     ``algorithm``: "best" (the fastest of NCCL's algorithms as simulated) or "tuner" (NCCL's pick by
     the lab's port of its tuner, with its protocol where the topology has it). A table run with a
     forced algorithm (``nccl_algo``, e.g. NCCL_ALGO=Ring) is simulated with that algorithm.
+    ``mechanisms``: NCCL's mid-size mechanisms the simulator plays (``labcore.sim.mechanisms``).
     """
     import labcore.sim as sim
 
@@ -194,11 +196,11 @@ def simulated_busbw(entry: dict, topology, nbytes: int, algorithm: str = "best")
         pick = _tuner_pick(entry, topology, nbytes)
         algorithm, protocol, options = pick if pick else ("best", "auto", {})
     trace = sim.simulate("all_reduce", algorithm, entry["ranks"], nbytes, topology=topology,
-                         values=False, protocol=protocol, **options)
+                         values=False, protocol=protocol, mechanisms=mechanisms, **options)
     return trace.busbw, f"{trace.schedule.algorithm}/{trace.protocol}"
 
 
-def table_ratios(entry: dict, algorithm: str = "best") -> dict:
+def table_ratios(entry: dict, algorithm: str = "best", mechanisms="default") -> dict:
     """Simulated / published busbw for every size of one table.
 
     Returns a dict: ``rows`` [(size, published busbw, simulated busbw, ratio, what ran)], ``topology``
@@ -221,7 +223,7 @@ def table_ratios(entry: dict, algorithm: str = "best") -> dict:
         return out
     for r in rows:
         try:
-            busbw, ran = simulated_busbw(entry, topology, r["size"], algorithm)
+            busbw, ran = simulated_busbw(entry, topology, r["size"], algorithm, mechanisms)
         except (ValueError, RuntimeError, MemoryError) as e:
             out["errors"][r["size"]] = str(e).splitlines()[0]
             continue

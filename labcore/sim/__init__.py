@@ -22,7 +22,8 @@ import numbers
 
 import numpy as np
 
-from labcore.sim import cost, engine, topologies, tuner
+from labcore.sim import cost, engine, mechanisms, topologies, tuner
+from labcore.sim import mechanisms as mechanisms_
 from labcore.sim import presets, scaleout
 from labcore.sim import presets_scale  # noqa: F401 (deprecated names, kept one release; not in __all__)
 from labcore.sim.calibration import Calibration, calibrate
@@ -47,7 +48,7 @@ MAX_RANKS = 1 << 14
 
 def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1 << 20, topology=None,
              reduce_op: str = "sum", values: bool = True, contention: bool = True, elements: int = 1,
-             seed: int = 0, protocol: str | None = "auto", **options) -> Trace:
+             seed: int = 0, protocol: str | None = "auto", mechanisms="default", **options) -> Trace:
     """Simulate collective ``op`` with ``algorithm`` on ``ranks`` ranks and return its Trace.
 
     Parameters
@@ -67,6 +68,11 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
     seed : seed for the random integer inputs.
     protocol : on a topology that describes NCCL's protocols: "auto" (the fastest), or one
         of ``topology.protocols``; None runs the topology as it is.
+    mechanisms : on a topology that knows its NCCL machine (the NVSwitch presets), which of NCCL's
+        mid-size mechanisms an all_reduce plays (:data:`labcore.sim.mechanisms.MECHANISMS`:
+        "channels", NCCL's channels at a size; "chunks", its chunk pipeline; "correction", its
+        tree correction factor; "plateau", the multi-node Ring/Simple latency): "default" (all but
+        the plateau, :data:`labcore.sim.mechanisms.DEFAULT`), "all", () for none, or a tuple of names.
     **options : passed to the schedule builder (``root``, ``pipeline``, ``order``, ``channels``,
         ``gpus_per_node``). Left out, they come from the topology: its nodes (hierarchical and
         NCCL's multi-node trees), its channels and their rings, the protocol's pipeline.
@@ -92,12 +98,17 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
     if topo.ranks != ranks:
         raise ValueError(f"the topology {topo.name!r} has {topo.ranks} ranks but ranks={ranks}; "
                          f"build it for {ranks} ranks")
+    which = mechanisms_.selected(mechanisms)
     candidates = _candidates(op, topo) if algorithm == "best" else [algorithm]
     best, schedules = None, {}
     for algo in candidates:
         for proto in _protocols(topo, algo, protocol):
             view = topo if proto is None else topo.with_protocol(proto, algo)
-            opts = _options(op, algo, ranks, nbytes, topo, view, options)
+            adj = mechanisms_.adjust(op, algo, proto, nbytes, topo, options, which)
+            view = mechanisms_.apply(view, adj)
+            given = {**options, **{k: v for k, v in (("channels", adj.channels), ("pipeline", adj.pipeline))
+                                   if v is not None}}
+            opts = _options(op, algo, ranks, nbytes, topo, view, given)
             key = (algo, tuple(sorted((k, str(v)) for k, v in opts.items())))
             if key not in schedules:
                 _check_size(op, algo, ranks, opts)
@@ -226,7 +237,7 @@ def _options(op, algo, ranks, nbytes, topo, view, given) -> dict:
 
 
 __all__ = ["simulate", "run", "build", "ALGORITHMS", "NCCL_ALGORITHMS", "Schedule", "Transfer", "Layout", "Trace",
-           "ScheduleError", "topologies", "presets", "scaleout", "cost", "tuner", "calibrate", "Calibration", "simulate_sizes", "replay", "Replay",
+           "ScheduleError", "topologies", "presets", "mechanisms", "scaleout", "cost", "tuner", "calibrate", "Calibration", "simulate_sizes", "replay", "Replay",
            "DDPStep", "ddp_buckets", "predict_ddp_step", "steps_table", "EXAMPLE_PRICES", "GpuPrice", "compute_seconds",
            "price_steps", "step_cost"]
 

@@ -133,6 +133,9 @@ class _Placed(Topology):
                 setattr(self, attr, getattr(base, attr))
         if getattr(base, "engine_agent0", None) is not None:
             self.engine_agent0 = self.ranks + base.engine_agent0 - base.ranks
+        # NCCL's view of the group (labcore.sim.mechanisms): the base's machine, sized to the placed ranks
+        if getattr(base, "nccl", None) is not None:
+            self.nccl = base.nccl.with_ranks(self.ranks, int(self.node_of.max()) + 1)
 
     def routes(self, src, dst):
         return self.base.routes(self._agent[np.asarray(src)], self._agent[np.asarray(dst)])

@@ -292,7 +292,7 @@ def nvswitch(gpus: int = 8, nvlink_bandwidth: float | None = None, efficiency: f
     if nvls_efficiency is not None:
         protocols["NVLS"] = _nvls_protocol()
     simple = protocols["Simple"]
-    return NVSwitchNodes(1, gpus, bw, simple.hop_s["nvlink"],
+    node = NVSwitchNodes(1, gpus, bw, simple.hop_s["nvlink"],
                    nvls_bandwidth=None if nvls_efficiency is None else bw * nvls_efficiency,
                    launch_s=simple.launch_s, issue_s=issue_s, protocols=protocols,
                    name=name or f"nvswitch{gpus} ({spec.label})",
@@ -302,6 +302,18 @@ def nvswitch(gpus: int = 8, nvlink_bandwidth: float | None = None, efficiency: f
                           "nvls pipeline": (NVLS_PIECE_BYTES, NVLS_MAX_PIECES, NVLS_STEP_S),
                           "sources": "H100 datasheet; nccl-tests#212; GTC24 S62129; NCCL 2.30.7 tuning.cc; "
                                      "fitted: Azure/AI-benchmarking-guide ND H200 v5 table, nccl-tests#290"})
+    node.nccl = _nccl_machine(gpu, gpus, 1)
+    return node
+
+
+def _nccl_machine(gpu: str, ranks: int, nodes: int):
+    """NCCL's tuner machine for nodes of ``gpu`` (the DGX graphs of :data:`labcore.sim.tuner.MACHINES`:
+    ``dgx_<gpu>`` for one node, ``dgx_<gpu>_ib`` for several), sized to ``ranks`` on ``nodes``: what
+    :mod:`labcore.sim.mechanisms` reads (NCCL's channels, NVLS CTAs and heads, GPU generation)."""
+    from labcore.sim.tuner.machine import MACHINES
+
+    name = f"dgx_{gpu}" + ("_ib" if nodes > 1 else "")
+    return MACHINES[name].with_ranks(ranks, nodes) if name in MACHINES else None
 
 
 def _nvls_protocol() -> Protocol:
@@ -423,7 +435,7 @@ def multinode(nodes: int = 4, gpus_per_node: int = 8, nic_bandwidth: float = NIC
     simple = protocols["Simple"]
     default_name = (f"{nodes} x {gpus_per_node} GPUs, {nic_bandwidth * 8 / 1e9:.0f} Gb/s NIC "
                     + ("per GPU" if nics == gpus_per_node else f"x {nics} per node"))
-    return NVSwitchNodes(nodes, gpus_per_node, nvlink, simple.hop_s["nvlink"], nic_bandwidth * nic_efficiency,
+    topo = NVSwitchNodes(nodes, gpus_per_node, nvlink, simple.hop_s["nvlink"], nic_bandwidth * nic_efficiency,
                    simple.hop_s["net"], sharp=sharp, launch_s=simple.launch_s, channels=gpus_per_node,
                    protocols=protocols, nics_per_node=nics_per_node, name=name or default_name,
                    nvls_bandwidth=nvlink * spec.nvls_efficiency if nvls else None,
@@ -432,6 +444,9 @@ def multinode(nodes: int = 4, gpus_per_node: int = 8, nic_bandwidth: float = NIC
                           "protocols": {k: (p.launch_s, p.hop_s, p.efficiency) for k, p in protocols.items()},
                           "sources": "GTC24 S62129; NCCL 2.30.7 tuning.cc; H100 datasheet; nccl-tests#290, #309",
                           **(notes or {})})
+    if across:
+        topo.nccl = _nccl_machine(gpu, nodes * gpus_per_node, nodes)
+    return topo
 
 
 def calibrated(fit, ranks: int | None = None) -> Uniform:

@@ -130,6 +130,7 @@ class Topology:
     latency_model: str = "step"
     step_s: float = 0.0
     preset: str | None = None      # the preset it was built from (labcore.sim.presets), which names its tuner
+    nccl = None                    # NCCL's view of it (a labcore.sim.tuner.Machine): labcore.sim.mechanisms
 
     @property
     def n_links(self) -> int:

@@ -9,7 +9,8 @@
 - measurements (bench DataFrames): :func:`measurement_plot`, :func:`crossover_plot`,
   :func:`topology_heatmap`, :func:`gate_plot` (a regression gate's verdicts);
 - NCCL's protocols (from the tuner's model): :func:`protocol_lines`, :func:`protocol_times`,
-  :func:`protocol_crossovers`, :func:`channels_by_size`;
+  :func:`protocol_crossovers`, :func:`channels_by_size`, :func:`mechanism_effects` (the simulator with
+  NCCL's mid-size mechanisms switched on in turn);
 - evidence (labcore.evidence tables): :func:`control_chart`, :func:`interval_plot`,
   :func:`percentile_plot`, :func:`cost_plot`;
 - axes in bytes: :func:`format_bytes` ("64 KiB") and :func:`byte_ticks` (a log axis labelled in bytes).
@@ -19,7 +20,8 @@ from labcore.viz.explorer import Explorer, explore
 from labcore.viz.timeline import link_timeline, link_usage
 from labcore.viz.measure import crossover_plot, gate_plot, measurement_plot, topology_heatmap
 from labcore.viz.step_timeline import replay_slider, step_timeline
-from labcore.viz.protocols import channels_by_size, protocol_crossovers, protocol_lines, protocol_times
+from labcore.viz.protocols import (channels_by_size, mechanism_effects, protocol_crossovers, protocol_lines,
+                                  protocol_times)
 from labcore.viz.control import control_chart
 from labcore.viz.evidence import cost_plot, interval_plot, percentile_plot
 from labcore.viz.style import byte_ticks, format_bytes
@@ -27,6 +29,6 @@ from labcore.viz.style import byte_ticks, format_bytes
 __all__ = [
     "captions", "chunk_flow", "still", "link_timeline", "link_usage", "Explorer", "explore",
     "crossover_plot", "gate_plot", "measurement_plot", "topology_heatmap", "step_timeline", "replay_slider",
-    "channels_by_size", "protocol_crossovers", "protocol_lines", "protocol_times", "control_chart", "cost_plot",
-    "interval_plot", "percentile_plot", "format_bytes", "byte_ticks",
+    "channels_by_size", "mechanism_effects", "protocol_crossovers", "protocol_lines", "protocol_times",
+    "control_chart", "cost_plot", "interval_plot", "percentile_plot", "format_bytes", "byte_ticks",
 ]

@@ -164,3 +164,58 @@ def channels_by_size(op: str, machines: dict, sizes=None) -> go.Figure:
     fig.update_layout(template=TEMPLATE, height=380, title=f"Channels NCCL launches for one {op}",
                       legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(255,255,255,0.7)"})
     return fig
+
+
+MECHANISM_STEPS = ((), ("channels",), ("channels", "chunks"), ("channels", "chunks", "correction"),
+                   ("channels", "chunks", "correction", "plateau"))
+"""The mechanisms switched on in turn by :func:`mechanism_effects` (:data:`labcore.sim.mechanisms.MECHANISMS`)."""
+
+
+def _pick(topology, nbytes: int):
+    """(algorithm, protocol, options) of NCCL's pick on a topology that knows its NCCL machine."""
+    o = tuner.choose("all_reduce", nbytes, topology.nccl)
+    algorithm, protocol, options, _ = tuner.simulated_as(o.algorithm, o.protocol, topology)
+    return algorithm, protocol, options
+
+
+def mechanism_effects(topologies: dict, sizes=None) -> go.Figure:
+    """All-reduce busbw against size as the simulator plays NCCL's pick, with NCCL's mid-size
+    mechanisms (:mod:`labcore.sim.mechanisms`) switched on one after another: none, the channels
+    NCCL runs at a size, its chunk pipeline, its tree correction (which replaces the trees' chunk
+    fill: the simulator's default), then the multi-node ring plateau. One panel per
+    topology (label -> a topology that knows its NCCL machine, e.g. ``topologies.nvswitch(8)``).
+
+    Example
+    -------
+    >>> from labcore.sim import topologies
+    >>> fig = mechanism_effects({"8 x H100": topologies.nvswitch(8, issue_s=0)}, [1 << 16, 1 << 20])
+    >>> len(fig.data)
+    5
+    """
+    import labcore.sim as sim
+
+    sizes = [1 << k for k in range(12, 29, 2)] if sizes is None else list(sizes)
+    fig = make_subplots(rows=1, cols=len(topologies), subplot_titles=list(topologies), horizontal_spacing=0.08)
+    names = ["no mechanism", "+ channels at a size", "+ chunk pipeline", "+ tree correction (default)",
+             "+ ring plateau"]
+    for col, topo in enumerate(topologies.values(), start=1):
+        if getattr(topo, "nccl", None) is None:
+            raise ValueError(f"{topo.name!r} does not know its NCCL machine; build it with labcore.sim.topologies."
+                             "nvswitch or multinode")
+        for k, (label, which) in enumerate(zip(names, MECHANISM_STEPS)):
+            busbw, ran = [], []
+            for s in sizes:
+                algorithm, protocol, options = _pick(topo, s)
+                t = sim.simulate("all_reduce", algorithm, topo.ranks, s, topology=topo, values=False,
+                                 protocol=protocol, mechanisms=which, **options)
+                busbw.append(t.busbw)
+                ran.append(f"{t.schedule.algorithm}/{t.protocol}")
+            fig.add_trace(go.Scatter(x=sizes, y=busbw, mode="lines+markers", name=label, legendgroup=label,
+                                     showlegend=col == 1, line={"color": chunk_color(k), "dash": "solid" if k else "dot"},
+                                     text=ran, hovertemplate="%{x:.3s}B: %{y:.1f} GB/s (%{text})<extra>" + label
+                                     + "</extra>"), row=1, col=col)
+        fig.update_xaxes(**byte_ticks(sizes), row=1, col=col)
+    fig.update_yaxes(title="busbw GB/s", row=1, col=1)
+    fig.update_layout(template=TEMPLATE, height=420, title="all_reduce busbw, NCCL's mechanisms switched on in turn",
+                      legend={"orientation": "h", "y": -0.18})
+    return fig

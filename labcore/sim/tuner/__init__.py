@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from labcore.sim.tuner.constants import ALGORITHMS, FUNCTIONS, OPS, PROTOCOLS
 from labcore.sim.tuner.machine import MACHINES, Machine, TopoGraph, graphs_from_log
-from labcore.sim.tuner.model import Option, Tuned, choose, launch, options, ring_pipeline, tune
+from labcore.sim.tuner.model import Option, Tuned, channels_at, choose, launch, options, ring_pipeline, tune
 from labcore.sim.tuner.report import cost_sweep, cost_table, crossovers, protocol_table, tuning_log, tuning_table
 
 predict = choose
@@ -101,7 +101,7 @@ def simulated_as(algorithm: str, protocol: str, topology) -> tuple[str, str, dic
 
 __all__ = ["ALGORITHMS", "PROTOCOLS", "FUNCTIONS", "OPS", "Machine", "TopoGraph", "MACHINES", "graphs_from_log",
            "Option", "Tuned",
-           "tune", "options", "choose", "launch", "ring_pipeline", "predict", "table", "cost_table",
+           "tune", "options", "choose", "launch", "channels_at", "ring_pipeline", "predict", "table", "cost_table",
            "tuning_table", "protocol_table",
            "tuning_log", "cost_sweep", "crossovers", "SIM_ALGORITHM", "simulated_as"]
 

@@ -464,8 +464,33 @@ def launch(op: str, nbytes: int, machine: Machine, algo_env: str | None = None,
     """
     best = choose(op, nbytes, machine, algo_env, proto_env)
     m, a, p = machine, best.algorithm, best.protocol
-    t = tune(m, algo_env, proto_env)
-    nc, nt = m.comm_channels, t.max_threads[a, p]
+    nc, nt = channels_at(nbytes, m, a, p, tune(m, algo_env, proto_env).max_threads[a, p])
+    if p == "Simple":
+        nt += C.WARP_SIZE if a == "Ring" else 4 * C.WARP_SIZE if a == "Tree" else 0
+    nt = 3 * C.WARP_SIZE if nt // C.WARP_SIZE < 3 else nt
+    if a in ("Tree", "PAT"):
+        nt = C.MAX_NTHREADS
+    return {"algorithm": a, "protocol": p, "channels": nc, "threads": nt, "time_us": best.time_us}
+
+
+def channels_at(nbytes: int, machine: Machine, algorithm: str, protocol: str,
+                threads: int | None = None) -> tuple[int, int]:
+    """(channels, threads) NCCL runs ``algorithm``/``protocol`` on for ``nbytes`` (topoGetAlgoInfo,
+    src/enqueue.cc:2028-2118 of NCCL 2.30.7): Ring and Tree drop one channel at a time while
+    ``nbytes < nc x nt x threadThreshold`` (enqueue.cc:2092-2104), then halve the threads the same
+    way; the threshold is 8 bytes a thread for LL and LL128, 64 for Simple (comm.h:49-51), Ring/LL
+    x nRanks (tuning.cc:589-595); CollNet 512. NVLS and NVLSTree always take the NVLS CTAs
+    (enqueue.cc:2084-2090). ``threads``: comm->maxThreads (default NCCL's, tuning.cc:244-257).
+
+    Example
+    -------
+    >>> from labcore.sim.tuner.machine import MACHINES
+    >>> [channels_at(s, MACHINES["dgx_h100"], "Ring", "LL")[0] for s in (1 << 15, 1 << 16, 1 << 20)]
+    [1, 2, 24]
+    """
+    m, a, p = machine, algorithm, protocol
+    nc = m.comm_channels
+    nt = _max_threads(m)[a, p] if threads is None else threads
     threshold = C.THREAD_THRESHOLD[p] * (m.ranks if (a, p) == ("Ring", "LL") else 1)
     if a in ("CollNetDirect", "CollNetChain") and p == "Simple":
         threshold = C.COLLNET_THREAD_THRESHOLD
@@ -485,12 +510,7 @@ def launch(op: str, nbytes: int, machine: Machine, algo_env: str | None = None,
     if a not in ("NVLS", "NVLSTree", "CollNetDirect"):
         while nbytes < nc * nt * threshold and nt % 128 == 0:
             nt //= 2
-    if p == "Simple":
-        nt += C.WARP_SIZE if a == "Ring" else 4 * C.WARP_SIZE if a == "Tree" else 0
-    nt = 3 * C.WARP_SIZE if nt // C.WARP_SIZE < 3 else nt
-    if a in ("Tree", "PAT"):
-        nt = C.MAX_NTHREADS
-    return {"algorithm": a, "protocol": p, "channels": nc, "threads": nt, "time_us": best.time_us}
+    return nc, nt
 
 
 def ring_pipeline(op: str, nbytes: int, machine: Machine, protocol: str = "Simple", *,

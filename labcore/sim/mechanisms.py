@@ -1,0 +1,225 @@
+"""NCCL's mid-size mechanisms: what NCCL's kernels do to an all-reduce between 64 KiB and 16 MiB
+that a bandwidth-and-latency model of its links leaves out (docs/nccl_mechanisms.md).
+
+Each is a formula from NVIDIA/nccl 2.30.7 (commit 5067397), with NCCL's constants, applied by
+:func:`labcore.sim.simulate` (all but the plateau by default, :data:`DEFAULT`) to a topology that
+knows its NCCL machine (``topology.nccl``: the tuner's :class:`~labcore.sim.tuner.Machine`, set by the
+presets built on NVSwitch nodes):
+
+* ``"channels"`` -- NCCL runs a small message on fewer channels than it has: Ring and Tree drop
+  one while ``S < nc x nt x threadThreshold`` (src/enqueue.cc:2092-2104; thresholds comm.h:49-51,
+  Ring/LL x nRanks tuning.cc:589-595; :func:`labcore.sim.tuner.channels_at`). Every channel has
+  ``1/nChannels`` of the bandwidth (NCCL's model gives each channel of a graph the same), so the
+  collective gets ``nc(S) / nChannels`` of it.
+* ``"chunks"`` -- the chunk a pipelined algorithm moves per step (calcCollChunking,
+  src/enqueue.cc:2182-2420): Tree/LL one 32 KiB LL step (enqueue.cc:2222-2226: 512 KiB buffer / 8
+  NCCL_STEPS, half of it data), Tree/LL128 the 562.5 KiB of data of a LL128 step halved while the
+  message holds few of them per channel (enqueue.cc:2227, 2286-2294), NVLS 128 KiB (nvls.cc:160)
+  cut to 64, 32 and 16 KiB below 64, 8 and 2 rounds of all channels and heads (enqueue.cc:2258-2275), NVLSTree
+  the same from min(128 KiB, 64 KiB from 4 nodes) (nvls.cc:226-229) cut at 32, 16, 4 and 1 rounds
+  to 256, 128, 64, 32 KiB (enqueue.cc:2276-2285). The simulator then cuts the buffer into that
+  many pieces, so a tree's or NVLS's pipeline pays its fill (depth + k - 1 chunk times, not k).
+* ``"plateau"`` -- a multi-node Ring/Simple all-reduce of at least 64 bytes per channel and rank
+  pays 1.4 times its latency (1.9 before Ampere), tuning.cc:646-650.
+* ``"correction"`` -- NCCL's own size-indexed factor on a tree all-reduce's bandwidth,
+  ``treeCorrectionFactor[protocol][log2(S / 64)]`` (0.4-1.0, the table at tuning.cc:620-627,
+  applied at 638-645; NVLSTree likewise on Blackwell with x86 hosts): its admission that trees run
+  slower in mid sizes than its model. It stands for the trees' pipeline fill, so with it the trees
+  do not take the chunk pipeline too.
+
+The kernel launch and host time (mechanism 4 of the design note) is the topology's ``issue_s``
+(one process driving 8 GPUs: 30 us; one process per GPU: none), the per-protocol bandwidth caps
+(mechanism 3) are the protocols' efficiencies, and the network proxy's per-step latencies
+(mechanism 5) are the protocols' NET hop latencies; they are not switched here.
+
+Example
+-------
+>>> from labcore.sim import topologies
+>>> t = topologies.nvswitch(8)
+>>> a = adjust("all_reduce", "ring", "LL", 64 << 10, t)
+>>> a.nccl_channels, round(a.bandwidth_scale, 4)        # 2 of NCCL's 24 channels
+(2, 0.0833)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from labcore.sim.tuner import constants as C
+from labcore.sim.tuner.model import channels_at
+
+MECHANISMS = ("channels", "chunks", "plateau", "correction")
+"""The mechanisms the simulator can play (``simulate(..., mechanisms=...)``)."""
+DEFAULT = ("channels", "chunks", "correction")
+"""What :func:`labcore.sim.simulate` plays unless told. Chosen on the calibration tables only: the tree
+correction brings 3 (tuner's picks) and 5 (fastest schedule) more of their sizes within the goal; the
+ring plateau is left out, since it brings none closer and puts the forced-ring calibration table
+(nccl-tests#309, 2 nodes) 12% slow at 256 MiB (tests/data/README.md, "After the mid-size mechanisms")."""
+
+NVLS_CHUNK_BYTES = 128 << 10            # NCCL_NVLS_CHUNKSIZE default, src/transport/nvls.cc:160
+NVLS_TREE_MAX_CHUNK_BYTES = 64 << 10    # nvlsTreeMaxChunkSize from 4 nodes, nvls.cc:226-229
+LL_STEP_DATA = C.LL_BUFFSIZE // C.NCCL_STEPS // 2                  # 32 KiB of data a LL step
+LL128_STEP_BYTES = C.LL128_BUFFSIZE // C.NCCL_STEPS                # 600 KiB of buffer a LL128 step
+
+
+@dataclass(frozen=True)
+class Adjustment:
+    """How the mechanisms change one run: the simulator's channels and pieces (None: leave the
+    topology's), a factor on every link's bandwidth and one on every latency, and what NCCL runs."""
+
+    channels: int | None = None
+    pipeline: int | None = None
+    bandwidth_scale: float = 1.0
+    latency_scale: float = 1.0
+    nccl_algorithm: str | None = None
+    nccl_channels: int | None = None
+    chunk_bytes: int | None = None
+
+
+def selected(mechanisms) -> tuple[str, ...]:
+    """The mechanisms named by ``mechanisms``: "default" (:data:`DEFAULT`), "all", None or () for none,
+    or an iterable of names."""
+    if mechanisms == "all":
+        return MECHANISMS
+    if mechanisms == "default":
+        return DEFAULT
+    if mechanisms is None:
+        return ()
+    if isinstance(mechanisms, str):
+        mechanisms = (mechanisms,)
+    out = tuple(mechanisms)
+    bad = [m for m in out if m not in MECHANISMS]
+    if bad:
+        raise ValueError(f"unknown mechanism(s) {bad}; choose from {', '.join(MECHANISMS)}, 'all' or ()")
+    return out
+
+
+def played_as(algorithm: str, topology, options: dict) -> str | None:
+    """NCCL's algorithm that the simulator's ``algorithm`` plays on ``topology`` (None: none)."""
+    if algorithm == "ring":
+        return "Ring"
+    if algorithm in ("tree", "double_tree"):
+        return "Tree"
+    if algorithm == "nvls":
+        across = options.get("across", "switch" if getattr(topology, "sharp", False) else "ring")
+        return "NVLSTree" if topology.nodes > 1 and across == "ring" else "NVLS"
+    return None
+
+
+def _ll128_tree_chunk(nbytes: float, nc: int, machine) -> int:
+    """Tree/LL128 chunk (enqueue.cc:2227, 2286-2294): the data of one LL128 step (120 of every 128
+    bytes of 600 KiB: 576000 B), halved while the message holds fewer than (1 + log2 nNodes + 0.1 ppn)
+    x 64/ppn of them per channel (not below 72000 B), then while fewer than that x 16/ppn (not below
+    18000 B); NCCL divides whole numbers on the left."""
+    nodes = machine.nodes
+    ppn = machine.ranks / nodes
+    nsteps = 1 + (nodes.bit_length() - 1) + 0.1 * ppn
+    chunk = LL128_STEP_BYTES // (C.LL128_LINE_BYTES // 8) * (C.LL128_DATA_BYTES // 8)   # NCCL_LL128_LINEELEMS, DATAELEMS
+    nb = int(nbytes)
+    while nb // (nc * chunk) < nsteps * 64 / ppn and chunk > 131072:
+        chunk //= 2
+    while nb // (nc * chunk) < nsteps * 16 / ppn and chunk > 32768:
+        chunk //= 2
+    return chunk
+
+
+def _nvls_chunk(nbytes: float, nc: int, heads: int, tree: bool, nodes: int) -> int:
+    """NVLS / NVLSTree chunk (enqueue.cc:2258-2285): NCCL's cut-downs while the message holds few
+    rounds of ``nc x heads`` chunks. Not played: NVLS across nodes (with SHARP) caps the chunk at
+    32 KiB when NCCL's NVLS bandwidth is under 150 GB/s (enqueue.cc:2264-2266), which the lab's
+    tuner machines, without CollNet graphs, cannot price."""
+    ops = nc * heads
+    if tree:
+        chunk = min(NVLS_CHUNK_BYTES, NVLS_TREE_MAX_CHUNK_BYTES if nodes >= 4 else NVLS_CHUNK_BYTES)
+        cuts = ((32, 262144), (16, 131072), (4, 65536), (1, 32768))
+    else:
+        chunk = NVLS_CHUNK_BYTES
+        cuts = ((64, 65536), (8, 32768), (2, 16384))
+    for rounds, size in cuts:
+        if nbytes < rounds * ops * chunk and chunk > size:
+            chunk = size
+    return chunk
+
+
+def adjust(op: str, algorithm: str, protocol: str | None, nbytes: float, topology, options: dict | None = None,
+           mechanisms="default") -> Adjustment:
+    """What the mechanisms do to ``op``/``algorithm`` with ``protocol`` (the topology's protocol name:
+    "NVLS" is NCCL's Simple through the engine) for ``nbytes`` on ``topology``. A topology without an
+    NCCL machine (``topology.nccl``), a collective other than all_reduce or an algorithm that is not
+    NCCL's gets no adjustment: the textbook machines stay exact."""
+    which = selected(mechanisms)
+    machine = getattr(topology, "nccl", None)
+    options = options or {}
+    a = played_as(algorithm, topology, options)
+    if not which or machine is None or op != "all_reduce" or a is None or protocol is None:
+        return Adjustment()
+    p = "Simple" if protocol == "NVLS" else protocol
+    if p not in C.PROTOCOLS:
+        return Adjustment()
+    nb = int(nbytes)
+    full = machine.nvls_ctas if a in ("NVLS", "NVLSTree") else machine.comm_channels
+    nc = channels_at(nb, machine, a, p)[0] if "channels" in which else full
+    out = dict(nccl_algorithm=a, nccl_channels=nc)
+    sim_full = max(1, int(getattr(topology, "channels", 1)))
+    if a in ("Ring", "Tree") and "channels" in which and "channels" not in options:
+        sim = min(sim_full, max(1, math.ceil(nc * sim_full / full)))
+        out.update(channels=sim, bandwidth_scale=nc * sim_full / (full * sim))
+    # NCCL's tree correction stands for the trees' pipeline fill: where it applies, not both
+    corrected = "correction" in which and _corrected(machine, a)
+    if "chunks" in which and "pipeline" not in options:
+        # the simulator's own limit on a protocol's pieces (its cost grows with them) still holds
+        most = topology.protocols[protocol].max_pieces if protocol in topology.protocols else 256
+        chunk = None
+        if a == "Tree" and p == "LL":
+            chunk = LL_STEP_DATA
+        elif a == "Tree" and p == "LL128":
+            chunk = _ll128_tree_chunk(nb, nc, machine)
+        elif a in ("NVLS", "NVLSTree") and not corrected:
+            heads = machine.nvls.channels if machine.nvls is not None else machine.local_ranks
+            chunk = _nvls_chunk(nb, nc, heads, a == "NVLSTree", machine.nodes)
+            out["pipeline"] = max(1, min(most, math.ceil(nb / (nc * heads * chunk))))
+        if a == "Tree" and chunk and not corrected:
+            sim = out.get("channels", sim_full)
+            trees = sim * (2 if algorithm == "double_tree" else 1)
+            out["pipeline"] = max(1, min(most, math.ceil(nb / (trees * chunk))))
+        out["chunk_bytes"] = chunk
+    if "correction" in which and a in ("Tree", "NVLSTree"):
+        out["bandwidth_scale"] = out.get("bandwidth_scale", 1.0) * _tree_correction(nb, machine, a, p)
+    if "plateau" in which and (a, p) == ("Ring", "Simple") and machine.nodes > 1 \
+            and nb // (machine.comm_channels * machine.ranks) >= C.RING_PLATEAU_MIN_BYTES_PER_CHANNEL_RANK:
+        out["latency_scale"] = C.RING_PLATEAU["before_ampere" if machine.compcap < 80 else "ampere_on"]
+    return Adjustment(**out)
+
+
+def _corrected(machine, algorithm: str) -> bool:
+    """Whether NCCL applies treeCorrectionFactor to ``algorithm`` on ``machine`` (tuning.cc:638-645)."""
+    return algorithm == "Tree" or (algorithm == "NVLSTree" and machine.compcap >= 100 and machine.cpu_arch == "x86")
+
+
+def _tree_correction(nbytes: int, machine, algorithm: str, protocol: str) -> float:
+    """treeCorrectionFactor for a Tree (or, on Blackwell with x86 hosts, NVLSTree) all-reduce of
+    ``nbytes`` (tuning.cc:620-645, the tuner's :data:`~labcore.sim.tuner.constants.TREE_CORRECTION`)."""
+    index = (nbytes >> 6).bit_length() - 1
+    if not _corrected(machine, algorithm):
+        return 1.0
+    if 0 <= index < C.TREE_CORRECTION_ENTRIES[algorithm]:
+        return C.TREE_CORRECTION[protocol][index]
+    return 1.0
+
+
+def apply(view, adjustment: Adjustment):
+    """A copy of the protocol's view of a topology with the adjustment's bandwidth and latency
+    factors (the view itself when both are 1)."""
+    import copy
+
+    if adjustment.bandwidth_scale == 1.0 and adjustment.latency_scale == 1.0:
+        return view
+    other = copy.copy(view)
+    other.bandwidth = view.bandwidth * adjustment.bandwidth_scale
+    if adjustment.latency_scale != 1.0:
+        other.latency = view.latency * adjustment.latency_scale
+        other.launch_s = view.launch_s * adjustment.latency_scale
+    return other
+
+
+__all__ = ["MECHANISMS", "DEFAULT", "Adjustment", "adjust", "apply", "selected", "played_as"]

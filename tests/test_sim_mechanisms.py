@@ -1,0 +1,68 @@
+"""NCCL's mid-size mechanisms (labcore.sim.mechanisms): NCCL's numbers, a switch that turns them off,
+and nothing changed on the textbook machines."""
+import pytest
+
+import labcore.sim as sim
+from labcore.sim import mechanisms, topologies
+
+
+def test_ring_ll_runs_on_nccls_channels_at_a_size():
+    """8 GPUs: Ring/LL takes one of 24 channels per 32 KiB (threshold 8 B x 8 ranks x 512 threads)."""
+    t = topologies.nvswitch(8, issue_s=0)
+    for nbytes, nc in ((32 << 10, 1), (64 << 10, 2), (256 << 10, 8), (1 << 20, 24)):
+        a = mechanisms.adjust("all_reduce", "ring", "LL", nbytes, t)
+        assert (a.nccl_algorithm, a.nccl_channels) == ("Ring", nc)
+        assert a.bandwidth_scale == pytest.approx(nc / 24)
+    on = sim.simulate("all_reduce", "ring", 8, 64 << 10, topology=t, protocol="LL", values=False)
+    off = sim.simulate("all_reduce", "ring", 8, 64 << 10, topology=t, protocol="LL", values=False, mechanisms=())
+    assert on.time_s > off.time_s
+
+
+def test_nvls_chunks_follow_nccls_cut_downs():
+    """16 MiB on 8 x H100: 16 CTAs x 8 heads; 128 KiB cut to 32 KiB, so 4 chunks a channel and head."""
+    a = mechanisms.adjust("all_reduce", "nvls", "NVLS", 16 << 20, topologies.nvswitch(8))
+    assert (a.nccl_algorithm, a.nccl_channels, a.chunk_bytes, a.pipeline) == ("NVLS", 16, 32 << 10, 4)
+    tree = mechanisms.adjust("all_reduce", "nvls", "NVLS", 16 << 20, topologies.multinode(2, 8, nvls=True),
+                             {"across": "ring"})
+    assert (tree.nccl_algorithm, tree.chunk_bytes, tree.pipeline) == ("NVLSTree", 64 << 10, 2)
+
+
+def test_tree_ll128_chunk_is_halved_for_mid_sizes():
+    """2 x 8 H100 at 1 MiB: the 600 KiB LL128 step halved to 19200 B, 18000 of them data."""
+    a = mechanisms.adjust("all_reduce", "double_tree", "LL128", 1 << 20, topologies.multinode(2, 8))
+    assert (a.nccl_algorithm, a.nccl_channels, a.chunk_bytes) == ("Tree", 16, 18000)
+
+
+def test_plateau_only_when_asked_and_only_across_nodes():
+    t = topologies.multinode(2, 8)
+    assert mechanisms.adjust("all_reduce", "ring", "Simple", 1 << 28, t).latency_scale == 1.0
+    assert mechanisms.adjust("all_reduce", "ring", "Simple", 1 << 28, t, mechanisms="all").latency_scale == 1.4
+    assert mechanisms.adjust("all_reduce", "ring", "Simple", 1 << 28, topologies.nvswitch(8),
+                             mechanisms="all").latency_scale == 1.0
+
+
+def test_textbook_machines_and_other_collectives_are_untouched():
+    assert mechanisms.adjust("all_reduce", "ring", None, 1 << 16, topologies.uniform(8)) == mechanisms.Adjustment()
+    assert mechanisms.adjust("all_gather", "ring", "LL", 1 << 16, topologies.nvswitch(8)) == mechanisms.Adjustment()
+    u = topologies.uniform(8, alpha=2e-6, bandwidth=1e10)
+    t = sim.simulate("all_reduce", "ring", 8, 1 << 20, topology=u, contention=False)
+    assert t.time_s == pytest.approx(sim.simulate("all_reduce", "ring", 8, 1 << 20, topology=u, contention=False,
+                                                  mechanisms=()).time_s)
+
+
+def test_unknown_mechanism_is_refused_with_the_names():
+    with pytest.raises(ValueError, match="choose from channels, chunks, plateau"):
+        sim.simulate("all_reduce", "ring", 8, 1 << 20, topology="h100_sxm8", mechanisms=("fill",))
+
+
+def test_tree_correction_replaces_the_trees_chunk_fill():
+    """2 x 8 H100, Tree/LL128 at 1 MiB: treeCorrectionFactor[LL128][log2(1 MiB / 64) = 14] = 0.6 on the
+    bandwidth, and no chunk pipeline beside it; NVLSTree on Hopper keeps its chunks (no correction)."""
+    t = topologies.multinode(2, 8)
+    a = mechanisms.adjust("all_reduce", "double_tree", "LL128", 1 << 20, t)
+    assert a.bandwidth_scale == pytest.approx(0.6) and a.pipeline is None
+    chunks_only = mechanisms.adjust("all_reduce", "double_tree", "LL128", 1 << 20, t, mechanisms=("channels", "chunks"))
+    assert chunks_only.bandwidth_scale == 1.0 and chunks_only.pipeline > 1
+    tree = mechanisms.adjust("all_reduce", "nvls", "NVLS", 16 << 20, topologies.multinode(2, 8, nvls=True),
+                             {"across": "ring"})
+    assert tree.bandwidth_scale == 1.0 and tree.pipeline == 2
