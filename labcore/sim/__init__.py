@@ -113,7 +113,7 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
             if key not in schedules:
                 _check_size(op, algo, ranks, opts)
                 sched = build(op, algo, ranks, nbytes, **opts)
-                engine.check(sched, view)
+                engine.check_schedule(sched, view)
                 schedules[key] = (sched, engine.plan(sched, view))
             sched, plan = schedules[key]
             timed = engine.timing(plan, view, contention)

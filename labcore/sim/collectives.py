@@ -39,7 +39,7 @@ def _sliced(collective: str) -> bool:
     return "owner" in (spec.sources, spec.sinks)
 
 
-def check(collective: str, ranks: int, chunks: int, root: int = 0) -> None:
+def check_layout(collective: str, ranks: int, chunks: int, root: int = 0) -> None:
     """Raise ValueError with the fix when the collective/ranks/chunks combination is impossible."""
     if collective not in COLLECTIVES:
         raise ValueError(f"unknown collective {collective!r}; choose one of {', '.join(COLLECTIVES)}")

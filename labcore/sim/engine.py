@@ -48,7 +48,7 @@ def run(schedule: Schedule, topology, reduce_op: str = "sum", values: bool = Tru
     seed : seed of the random integer inputs.
     """
     collectives.identity(reduce_op)
-    check(schedule, topology)
+    check_schedule(schedule, topology)
     trace = Trace(schedule, topology, reduce_op, contention=contention, protocol=topology.protocol,
                   **timing(plan(schedule, topology), topology, contention))
     if values:
@@ -56,7 +56,7 @@ def run(schedule: Schedule, topology, reduce_op: str = "sum", values: bool = Tru
     return trace
 
 
-def check(schedule: Schedule, topology) -> None:
+def check_schedule(schedule: Schedule, topology) -> None:
     """Raise ValueError, with the fix, when ``schedule`` cannot run on ``topology``."""
     if topology.ranks != schedule.ranks:
         raise ValueError(f"the schedule has {schedule.ranks} ranks but the topology {topology.name!r} has "
@@ -328,4 +328,4 @@ def values_bytes(schedule: Schedule, elements: int = 1) -> int:
     return int((S + 1) * per_step + A * C * (2 * P + 8 * elements + 8))
 
 
-__all__ = ["run", "plan", "timing", "path_latency", "check", "values_bytes", "Plan", "ScheduleError"]
+__all__ = ["run", "plan", "timing", "path_latency", "check_schedule", "values_bytes", "Plan", "ScheduleError"]

@@ -194,7 +194,7 @@ class Schedule:
     distinct: bool = False
 
     def __post_init__(self) -> None:
-        collectives.check(self.collective, self.ranks, self.chunks, self.root)
+        collectives.check_layout(self.collective, self.ranks, self.chunks, self.root)
         cols = [np.asarray(getattr(self, k)) for k in ("step", "src", "dst", "chunk")]
         self.step, self.src, self.dst, self.chunk = (c.astype(np.int64, copy=False).ravel() for c in cols)
         self.size = np.asarray(self.size, dtype=np.float64).ravel()

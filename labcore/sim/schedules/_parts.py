@@ -19,7 +19,7 @@ def algorithm(collective: str, name: str):
     Example
     -------
     >>> BUILDERS["all_reduce", "ring"].__name__
-    'ring_all_reduce'
+    'ring_all_reduce_schedule'
     """
     if collective not in collectives.COLLECTIVES:
         raise ValueError(f"{collective!r} is not a collective the simulator plays; describe it in "

@@ -4,7 +4,7 @@ S bytes per rank; MPICH's pairwise exchange, written with (r+s) mod n so any n w
 
 Example
 -------
->>> [(t.src, t.dst, t.chunk) for t in pairwise_all_to_all(3, 30).steps()[0]]
+>>> [(t.src, t.dst, t.chunk) for t in pairwise_all_to_all_schedule(3, 30).steps()[0]]
 [(0, 1, 1), (1, 2, 5), (2, 0, 6)]
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from labcore.sim.trace import Layout, Schedule
 
 
 @algorithm("all_to_all", "pairwise")
-def pairwise_all_to_all(ranks: int, nbytes: float) -> Schedule:
+def pairwise_all_to_all_schedule(ranks: int, nbytes: float) -> Schedule:
     """Pairwise exchange all-to-all; chunk src*p + dst is the block from src to dst."""
     p = ranks
     parts = Parts()

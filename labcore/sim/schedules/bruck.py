@@ -13,7 +13,7 @@ paths to its owner: a reduce-scatter with cost ceil(log2 n) alpha +
 
 Example
 -------
->>> [(t.src, t.dst, t.chunk) for t in bruck_all_gather(3, 30).steps()[1]]
+>>> [(t.src, t.dst, t.chunk) for t in bruck_all_gather_schedule(3, 30).steps()[1]]
 [(2, 0, 2), (0, 1, 0), (1, 2, 1)]
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _rounds(p: int):
 
 
 @algorithm("all_gather", "bruck")
-def bruck_all_gather(ranks: int, nbytes: float) -> Schedule:
+def bruck_all_gather_schedule(ranks: int, nbytes: float) -> Schedule:
     """Bruck all-gather: ceil(log2 n) rounds; round k moves min(2^k, n-2^k) chunks per rank."""
     p = ranks
     r = np.arange(p)[:, None]
@@ -45,7 +45,7 @@ def bruck_all_gather(ranks: int, nbytes: float) -> Schedule:
 
 
 @algorithm("reduce_scatter", "bruck")
-def bruck_reduce_scatter(ranks: int, nbytes: float) -> Schedule:
+def bruck_reduce_scatter_schedule(ranks: int, nbytes: float) -> Schedule:
     """The all-gather's rounds in reverse order and direction, reducing: rank r ends with chunk r."""
     p = ranks
     r = np.arange(p)[:, None]

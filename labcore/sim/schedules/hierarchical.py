@@ -17,9 +17,9 @@ each other. A block of a node ring moves as one transfer of N chunks (``span``).
 
 Example
 -------
->>> hierarchical_all_reduce(8, 800, gpus_per_node=4, pipeline=1).n_steps   # 3 + 2 + 3
+>>> hierarchical_all_reduce_schedule(8, 800, gpus_per_node=4, pipeline=1).n_steps   # 3 + 2 + 3
 8
->>> hierarchical_all_reduce(8, 800, gpus_per_node=4, pipeline=3).n_steps   # two more pieces, 3 steps apart
+>>> hierarchical_all_reduce_schedule(8, 800, gpus_per_node=4, pipeline=3).n_steps   # two more pieces, 3 steps apart
 14
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from labcore.sim.trace import Layout, Schedule
 
 
 @algorithm("all_reduce", "hierarchical")
-def hierarchical_all_reduce(ranks: int, nbytes: float, gpus_per_node: int | None = None,
+def hierarchical_all_reduce_schedule(ranks: int, nbytes: float, gpus_per_node: int | None = None,
                             pipeline: int | None = None) -> Schedule:
     """Two-level all-reduce; ``gpus_per_node`` must divide ``ranks`` (ranks r*g..r*g+g-1 share a node).
 

@@ -17,7 +17,7 @@ Thakur, Rabenseifner and Gropp, IJHPCA 19(1), 2005.
 
 Example
 -------
->>> recursive_doubling_all_reduce(6, 60).n_steps    # 1 + log2(4) + 1
+>>> recursive_doubling_all_reduce_schedule(6, 60).n_steps    # 1 + log2(4) + 1
 4
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _post(parts: Parts, r: int, chunks: int, step: int) -> None:
 
 
 @algorithm("all_reduce", "recursive_doubling")
-def recursive_doubling_all_reduce(ranks: int, nbytes: float) -> Schedule:
+def recursive_doubling_all_reduce_schedule(ranks: int, nbytes: float) -> Schedule:
     """Recursive-doubling all-reduce: log2 n' rounds swapping the whole buffer (+2 steps if n is not 2^k)."""
     pp, r, real = _fold(ranks)
     parts = Parts()
@@ -66,7 +66,7 @@ def recursive_doubling_all_reduce(ranks: int, nbytes: float) -> Schedule:
 
 
 @algorithm("all_reduce", "rabenseifner")
-def rabenseifner_all_reduce(ranks: int, nbytes: float) -> Schedule:
+def rabenseifner_all_reduce_schedule(ranks: int, nbytes: float) -> Schedule:
     """Rabenseifner: recursive-halving reduce-scatter then recursive-doubling all-gather, n' chunks."""
     pp, r, real = _fold(ranks)
     L = pp.bit_length() - 1

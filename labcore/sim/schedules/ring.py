@@ -15,7 +15,7 @@ chunk r*C + c travelling on ring c.
 
 Example
 -------
->>> s = ring_all_reduce(3, 300)
+>>> s = ring_all_reduce_schedule(3, 300)
 >>> [(t.src, t.dst, t.chunk, t.op) for t in s.steps()[0]]
 [(0, 1, 2, 'reduce'), (1, 2, 0, 'reduce'), (2, 0, 1, 'reduce')]
 """
@@ -54,7 +54,7 @@ def _ring(collective: str, ranks: int, nbytes: float, order, channels: int, phas
 
 
 @algorithm("reduce_scatter", "ring")
-def ring_reduce_scatter(ranks: int, nbytes: float, order=None, channels: int = 1) -> Schedule:
+def ring_reduce_scatter_schedule(ranks: int, nbytes: float, order=None, channels: int = 1) -> Schedule:
     """Ring reduce-scatter: n-1 steps of S/n bytes; rank r ends with its part (chunk r) reduced.
 
     ``order`` is the ring (a permutation of the ranks, or one per channel), default 0, 1, ..., n-1;
@@ -64,18 +64,18 @@ def ring_reduce_scatter(ranks: int, nbytes: float, order=None, channels: int = 1
 
 
 @algorithm("all_gather", "ring")
-def ring_all_gather(ranks: int, nbytes: float, order=None, channels: int = 1) -> Schedule:
+def ring_all_gather_schedule(ranks: int, nbytes: float, order=None, channels: int = 1) -> Schedule:
     """Ring all-gather: n-1 steps of S/n bytes; every rank ends with every chunk."""
     return _ring("all_gather", ranks, nbytes, order, channels, [(0, False, "all-gather")])
 
 
 @algorithm("all_reduce", "ring")
-def ring_all_reduce(ranks: int, nbytes: float, order=None, channels: int = 1) -> Schedule:
+def ring_all_reduce_schedule(ranks: int, nbytes: float, order=None, channels: int = 1) -> Schedule:
     """Ring all-reduce = ring reduce-scatter then ring all-gather: 2(n-1) steps of S/n bytes.
 
     Example
     -------
-    >>> s = ring_all_reduce(4, 4096, channels=2)
+    >>> s = ring_all_reduce_schedule(4, 4096, channels=2)
     >>> s.chunks, s.n_channels, s.n_steps
     (8, 2, 6)
     """
@@ -84,7 +84,7 @@ def ring_all_reduce(ranks: int, nbytes: float, order=None, channels: int = 1) ->
 
 
 @algorithm("broadcast", "chain")
-def chain_broadcast(ranks: int, nbytes: float, root: int = 0, pipeline: int | None = None) -> Schedule:
+def chain_broadcast_schedule(ranks: int, nbytes: float, root: int = 0, pipeline: int | None = None) -> Schedule:
     """Pipelined chain (ring) broadcast: the root's buffer cut in k = ``pipeline`` pieces flows
     down the chain root, root+1, ...; n-1+k-1 steps of S/k bytes (NCCL's ring broadcast)."""
     k = default_pipeline(nbytes) if pipeline is None else max(1, int(pipeline))

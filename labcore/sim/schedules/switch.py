@@ -33,9 +33,9 @@ The switch is agent ``ranks`` (its buffer starts empty).
 
 Example
 -------
->>> in_network_all_reduce(4, 400, pipeline=2).n_steps
+>>> in_network_all_reduce_schedule(4, 400, pipeline=2).n_steps
 3
->>> in_network_all_reduce(8, 800, pipeline=2, gpus_per_node=4).n_steps   # scatter, up, down, broadcast
+>>> in_network_all_reduce_schedule(8, 800, pipeline=2, gpus_per_node=4).n_steps   # scatter, up, down, broadcast
 5
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ from labcore.sim.trace import Layout, Schedule
 
 
 @algorithm("all_reduce", "in_network")
-def in_network_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None,
+def in_network_all_reduce_schedule(ranks: int, nbytes: float, pipeline: int | None = None,
                           gpus_per_node: int | None = None) -> Schedule:
     """SHARP-style all-reduce through one reducing switch, pipelined in k = ``pipeline`` pieces.
 
@@ -83,7 +83,7 @@ def in_network_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None
 
 
 @algorithm("all_reduce", "nvls")
-def nvls_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None, gpus_per_node: int | None = None,
+def nvls_all_reduce_schedule(ranks: int, nbytes: float, pipeline: int | None = None, gpus_per_node: int | None = None,
                     engine: int | None = None, across: str = "switch") -> Schedule:
     """NVLS all-reduce (reduce at the switch, fetch own segment, multicast it); chunk j*p + c is
     segment c of piece j. With ``gpus_per_node`` below ``ranks``, NVLS in every node and

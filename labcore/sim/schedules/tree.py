@@ -25,7 +25,7 @@ Example
 -------
 >>> nccl_tree_parents(8)
 (-1, 2, 4, 2, 0, 6, 4, 6)
->>> binomial_broadcast(5, 100).n_steps
+>>> binomial_broadcast_schedule(5, 100).n_steps
 3
 """
 from __future__ import annotations
@@ -40,8 +40,8 @@ from labcore.sim.schedules.ring import orders
 from labcore.sim.trace import Layout, Schedule
 from labcore.sim.tree_shapes import depths, mirrored_parents, nccl_tree_parents, tree_shapes
 
-__all__ = ["nccl_tree_parents", "mirrored_parents", "depths", "tree_shapes", "tree_all_reduce",
-           "double_tree_all_reduce", "binomial_broadcast", "binomial_reduce"]
+__all__ = ["nccl_tree_parents", "mirrored_parents", "depths", "tree_shapes", "tree_all_reduce_schedule",
+           "double_tree_all_reduce_schedule", "binomial_broadcast_schedule", "binomial_reduce_schedule"]
 
 
 def _pipelined_tree(parts: Parts, parents, pieces: np.ndarray, channel: int) -> None:
@@ -80,7 +80,7 @@ def _tree_all_reduce(ranks: int, nbytes: float, pipeline, gpus_per_node, channel
 
 
 @algorithm("all_reduce", "tree")
-def tree_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None, gpus_per_node: int | None = None,
+def tree_all_reduce_schedule(ranks: int, nbytes: float, pipeline: int | None = None, gpus_per_node: int | None = None,
                     channels: int = 1, order=None) -> Schedule:
     """Binary-tree all-reduce (NCCL's tree), the buffer pipelined in k = ``pipeline`` pieces.
 
@@ -91,10 +91,10 @@ def tree_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None, gpus
 
 
 @algorithm("all_reduce", "double_tree")
-def double_tree_all_reduce(ranks: int, nbytes: float, pipeline: int | None = None,
+def double_tree_all_reduce_schedule(ranks: int, nbytes: float, pipeline: int | None = None,
                            gpus_per_node: int | None = None, channels: int = 1, order=None) -> Schedule:
     """NCCL's double binary tree: two complementary trees, each with half the data in k pieces
-    (options as :func:`tree_all_reduce`; every channel runs its own pair)."""
+    (options as :func:`tree_all_reduce_schedule`; every channel runs its own pair)."""
     return _tree_all_reduce(ranks, nbytes, pipeline, gpus_per_node, channels, order, double=True)
 
 
@@ -106,7 +106,7 @@ def _binomial_parents(ranks: int, root: int) -> tuple[int, ...]:
 
 
 @algorithm("broadcast", "binomial")
-def binomial_broadcast(ranks: int, nbytes: float, root: int = 0) -> Schedule:
+def binomial_broadcast_schedule(ranks: int, nbytes: float, root: int = 0) -> Schedule:
     """Binomial-tree broadcast: ceil(log2 n) rounds, the whole buffer each."""
     parts = Parts()
     for k in range(math.ceil(math.log2(ranks)) if ranks > 1 else 0):
@@ -118,7 +118,7 @@ def binomial_broadcast(ranks: int, nbytes: float, root: int = 0) -> Schedule:
 
 
 @algorithm("reduce", "binomial")
-def binomial_reduce(ranks: int, nbytes: float, root: int = 0) -> Schedule:
+def binomial_reduce_schedule(ranks: int, nbytes: float, root: int = 0) -> Schedule:
     """Binomial-tree reduce: the broadcast's rounds in reverse, each receiver reducing."""
     rounds = math.ceil(math.log2(ranks)) if ranks > 1 else 0
     parts = Parts()
