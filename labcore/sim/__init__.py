@@ -17,11 +17,10 @@ Example
 from __future__ import annotations
 
 import inspect
-import math
-import numbers
 
 import numpy as np
 
+from labcore import validate
 from labcore.sim import cost, engine, mechanisms, topologies, tuner
 from labcore.sim import mechanisms as mechanisms_
 from labcore.sim import presets, scaleout
@@ -139,19 +138,14 @@ def _check(op, algorithm, ranks, nbytes, elements, options) -> None:
     if algorithm != "best" and algorithm not in ALGORITHMS[op]:
         raise ValueError(f"no {algorithm!r} algorithm for {op}; choose one of {', '.join(sorted(ALGORITHMS[op]))} "
                          "or 'best'")
-    if isinstance(ranks, bool) or not isinstance(ranks, numbers.Integral) or not 1 <= ranks <= MAX_RANKS:
-        raise ValueError(f"ranks must be a whole number from 1 to {MAX_RANKS}, got {ranks!r}")
-    if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Real) or not math.isfinite(nbytes) or nbytes < 0:
-        raise ValueError(f"nbytes must be a finite number of bytes, 0 or more, got {nbytes!r}")
-    if isinstance(elements, bool) or not isinstance(elements, numbers.Integral) or elements < 1:
-        raise ValueError(f"elements must be a whole number of at least 1, got {elements!r}")
-    root = options.get("root")
-    if root is not None and (isinstance(root, bool) or not isinstance(root, numbers.Integral)):
-        raise ValueError(f"root must be a whole rank number, not {root!r}")
+    validate.whole_number(ranks, "ranks", least=1, most=MAX_RANKS)
+    validate.finite_number(nbytes, "nbytes", at_least=0, must="a finite number of bytes, 0 or more")
+    validate.whole_number(elements, "elements", least=1)
+    if options.get("root") is not None:
+        validate.whole_number(options["root"], "root", must="a whole rank number")
     for name, most in (("pipeline", MAX_PIPELINE), ("channels", MAX_CHANNELS), ("gpus_per_node", MAX_RANKS)):
-        v = options.get(name)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 1 <= v <= most):
-            raise ValueError(f"{name} must be a whole number from 1 to {most}, got {v!r}")
+        if options.get(name) is not None:
+            validate.whole_number(options[name], name, least=1, most=most)
 
 
 def _check_run(reduce_op, values, contention, seed, topology) -> None:
@@ -161,8 +155,7 @@ def _check_run(reduce_op, values, contention, seed, topology) -> None:
     for name, flag in (("values", values), ("contention", contention)):
         if not isinstance(flag, (bool, np.bool_)):
             raise ValueError(f"{name} must be True or False, not {flag!r}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be a whole number >= 0, not {seed!r}")
+    validate.whole_number(seed, "seed", least=0)
     if topology is not None and not isinstance(topology, (str, Topology)):
         raise TypeError(f"topology must be a preset name such as 'nvswitch8' or a topology from "
                         f"labcore.sim.topologies, not {type(topology).__name__}")

@@ -36,12 +36,13 @@ True
 """
 from __future__ import annotations
 
-import math
 import numbers
 from dataclasses import dataclass
 from typing import Sequence
 
 import pandas as pd
+
+from labcore import validate
 
 MIB = 1 << 20
 DEFAULT_CAP_BYTES = 25 * MIB          # torch DDP's bucket_cap_mb default, 25 MiB
@@ -87,9 +88,7 @@ def ddp_buckets(param_bytes, cap_bytes: int = DEFAULT_CAP_BYTES,
 
 
 def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a whole number of bytes >= 1, not {value!r}")
-    return int(value)
+    return validate.whole_number(value, name, least=1, must="a whole number of bytes >= 1")
 
 
 def _topology(topology, ranks, nodes):
@@ -205,11 +204,9 @@ def predict_ddp_step(param_bytes, topology="nvswitch8", *, compute_s: float, ran
     :class:`DDPStep`: ``buckets`` (one row per bucket: bytes, ready_s, start_s, end_s,
     algorithm, nccl, source, predicted_us) and the step's times.
     """
-    for name, value, ok in (("compute_s", compute_s, lambda v: v >= 0),
-                            ("backward_fraction", backward_fraction, lambda v: 0 < v <= 1)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not ok(value):
-            raise ValueError(f"{name} must be a finite number ({'>= 0 seconds' if name == 'compute_s' else 'in (0, 1]'}), "
-                             f"not {value!r}")
+    validate.finite_number(compute_s, "compute_s", at_least=0, must="a finite number (>= 0 seconds)")
+    validate.finite_number(backward_fraction, "backward_fraction", above=0, at_most=1,
+                           must="a finite number (in (0, 1])")
     if timing not in ("simulator", "nccl"):
         raise ValueError(f"timing must be 'simulator' or 'nccl' (NCCL's cost model), not {timing!r}")
     topo, label = _topology(topology, ranks, nodes)

@@ -26,12 +26,12 @@ Example
 """
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
 from typing import Sequence
 
 import pandas as pd
+
+from labcore import validate
 
 H100_BF16_DENSE_FLOPS = 989e12      # NVIDIA H100 SXM datasheet, bf16 Tensor Core, dense
 FLOPS_PER_PARAM_TOKEN = 6           # Kaplan et al. 2020: C ~ 6 N per training token
@@ -63,16 +63,14 @@ EXAMPLE_PRICES = {
 
 
 def _positive(name: str, value, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
-            or value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{name} must be a finite number {'>= 0' if allow_zero else 'above 0'}, not {value!r}")
-    return float(value)
+    if allow_zero:
+        return validate.finite_number(value, name, at_least=0, must="a finite number >= 0")
+    return validate.positive_number(value, name)
 
 
 def step_cost(step_s: float, gpus: int, usd_per_gpu_hour: float) -> float:
     """Dollars for ``step_s`` seconds of ``gpus`` GPUs at ``usd_per_gpu_hour`` each."""
-    if isinstance(gpus, bool) or not isinstance(gpus, numbers.Integral) or gpus < 1:
-        raise ValueError(f"gpus must be a whole number >= 1, not {gpus!r}")
+    validate.whole_number(gpus, "gpus", least=1)
     return _positive("step_s", step_s, allow_zero=True) * gpus * _positive("usd_per_gpu_hour", usd_per_gpu_hour) / 3600
 
 
@@ -118,8 +116,7 @@ def price_steps(steps: Sequence, usd_per_gpu_hour: float, n_steps: int = 1000) -
     steps, and ``usd_waiting`` (the exposed communication's share of it) and ``usd_if_serial``
     (the same steps with no overlap: compute, then every collective).
     """
-    if isinstance(n_steps, bool) or not isinstance(n_steps, numbers.Integral) or n_steps < 1:
-        raise ValueError(f"n_steps must be a whole number >= 1, not {n_steps!r}")
+    validate.whole_number(n_steps, "n_steps", least=1)
     rows = []
     for s in steps:
         row = step_summary(s)

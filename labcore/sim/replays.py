@@ -50,11 +50,11 @@ from __future__ import annotations
 
 import heapq
 import math
-import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from labcore import validate
 from labcore.collectives import COLLECTIVES
 from labcore.sim import presets, topologies
 from labcore.sim.schedules import ALGORITHMS
@@ -368,7 +368,7 @@ def _check_groups(frame, W: int) -> None:
             seen.add(key)
         if not members:
             continue
-        outside = [m for m in members if not (isinstance(m, numbers.Integral) and 0 <= m < W)]
+        outside = [m for m in members if not (validate.whole(m) is not None and 0 <= m < W)]
         if outside:
             raise ValueError(f"{_row_name(frame, i)}: its group_ranks name rank {outside[0]}, but the recording "
                              f"comes from {W} ranks (0..{W - 1}); fix the row's group, or drop it")
@@ -412,7 +412,7 @@ def _floats(column) -> np.ndarray:
 
 
 def _whole(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    return validate.whole(value) is not None
 
 
 def _check_arguments(world_size, placement, steps, compute_scale):
@@ -434,9 +434,7 @@ def _check_arguments(world_size, placement, steps, compute_scale):
         if not listed or not all(_whole(k) for k in listed):
             raise ValueError(f"steps names recorded steps by number (an int or a list of them), not {steps!r}")
         steps = [int(k) for k in listed]
-    if isinstance(compute_scale, bool) or not isinstance(compute_scale, numbers.Real) \
-            or not np.isfinite(compute_scale) or compute_scale < 0:
-        raise ValueError(f"compute_scale must be a finite number >= 0, not {compute_scale!r}")
+    validate.finite_number(compute_scale, "compute_scale", at_least=0, must="a finite number >= 0")
     return world_size, placement, steps
 
 
