@@ -179,7 +179,7 @@ def test_replay_checks_its_arguments_before_simulating(kwargs, message):
 
 
 @pytest.mark.parametrize("make,error,message", [
-    (lambda t: t.uniform(2.5), ValueError, "ranks must be a whole number of at least 1, got 2.5"),
+    (lambda t: t.uniform(2.5), ValueError, "ranks must be a whole number of at least 1, not 2.5"),
     (lambda t: t.uniform(4, gpus_per_node=0), ValueError, "gpus_per_node must be a whole number of at least 1"),
     (lambda t: t.switch(0), ValueError, "ranks must be a whole number of at least 1"),
     (lambda t: t.ring(0), ValueError, "ranks must be a whole number of at least 1"),

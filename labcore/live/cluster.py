@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
-import numbers
 import os
 import select
 import signal
@@ -22,6 +21,7 @@ import weakref
 
 import psutil
 
+from labcore import validate
 from labcore.live import hang, output, scratch, settings, source
 from labcore.live import control
 from labcore.live.base import ERROR_GRACE_S, RankGroupBase
@@ -278,15 +278,12 @@ class Cluster(RankGroupBase):
             print(f"labcore: a rank reached lc.Cluster(...) while importing the main module; {_MAIN_GUARD_FIX}.",
                   file=sys.stderr, flush=True)
             os._exit(_MAIN_GUARD_EXIT)
-        if isinstance(world_size, numbers.Integral) and not isinstance(world_size, bool):
-            world_size = int(world_size)  # numpy integers too
-        if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-            raise ValueError(f"world_size must be a positive int (the number of ranks), not {world_size!r}")
+        world_size = validate.whole_number(world_size, "world_size", least=1,  # numpy integers too
+                                           must="a positive int (the number of ranks)")
         self._init_base(timeout)
         output_limit = settings.check_output_limit(output_limit)
-        if isinstance(reply_limit, bool) or not isinstance(reply_limit, numbers.Integral) or reply_limit < 1:
-            raise ValueError(f"reply_limit must be a number of bytes (an int of at least 1), not {reply_limit!r}")
-        reply_limit = int(reply_limit)
+        reply_limit = validate.whole_number(reply_limit, "reply_limit", least=1,
+                                            must="a number of bytes (an int of at least 1)")
         env = settings.check_env(env)
         self._ctx = _context(start_method)
         self.backend = choose_backend(world_size, backend)

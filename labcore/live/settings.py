@@ -16,8 +16,9 @@ ValueError: env names variables, and 'NCCL DEBUG=INFO' cannot be one (no '=', NU
 """
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
+
+from labcore import validate
 
 # Output kept per rank, stream and call: past this the notebook holds more than a person reads.
 MAX_OUTPUT_LIMIT = 256 << 20
@@ -55,7 +56,6 @@ def check_env(env) -> dict:
 
 def check_output_limit(limit) -> int:
     """``limit`` if it is a whole number of bytes from 2 to :data:`MAX_OUTPUT_LIMIT`."""
-    if isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or not 2 <= limit <= MAX_OUTPUT_LIMIT:
-        raise ValueError(f"output_limit must be a number of bytes (an int from 2 to {MAX_OUTPUT_LIMIT:,}, "
-                         f"{MAX_OUTPUT_LIMIT >> 20} MiB), not {limit!r}")
-    return int(limit)
+    return validate.whole_number(limit, "output_limit", least=2, most=MAX_OUTPUT_LIMIT,
+                                 must=f"a number of bytes (an int from 2 to {MAX_OUTPUT_LIMIT:,}, "
+                                      f"{MAX_OUTPUT_LIMIT >> 20} MiB)")

@@ -26,11 +26,11 @@ Example
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from labcore import validate
 from labcore.sim.cost import coefficients
 
 # What the closed forms take (labcore.sim.cost.steps); root and order change no cost.
@@ -73,7 +73,7 @@ class Calibration:
             if len(self.fits) != 1:
                 raise ValueError(f"fits exist for ranks {sorted(self.fits)}; say which one with ranks=")
             return next(iter(self.fits.values()))
-        if isinstance(ranks, bool) or not isinstance(ranks, numbers.Integral):
+        if validate.whole(ranks) is None:
             raise TypeError(f"ranks is a whole number of ranks (fitted: {sorted(self.fits)}), not {ranks!r}")
         ranks = int(ranks)
         if ranks not in self.fits:

@@ -20,9 +20,9 @@ Example
 """
 from __future__ import annotations
 
-import numbers
 from typing import NamedTuple
 
+from labcore import validate
 from labcore.sim.schedules import ALGORITHMS
 from labcore.sim.topology import NVSwitchNodes, Graph, Link, Protocol, Topology, Uniform
 from labcore.sim.tuner import constants as C
@@ -424,9 +424,9 @@ def multinode(nodes: int = 4, gpus_per_node: int = 8, nic_bandwidth: float = NIC
         raise ValueError(f"{spec.label} has no NVLink SHARP (NVLS came with Hopper); leave nvls=False")
     nvlink = spec.nvlink_bandwidth * spec.efficiency
     nics = gpus_per_node if nics_per_node is None else nics_per_node
-    if isinstance(nics, bool) or not isinstance(nics, numbers.Integral) or nics < 1:
-        raise ValueError(f"nics_per_node must be a whole number of at least 1, got {nics_per_node!r}")
-    across = isinstance(nodes, numbers.Integral) and nodes > 1     # (NVSwitchNodes checks the numbers)
+    if validate.whole(nics) is None or nics < 1:
+        raise ValueError(f"nics_per_node must be a whole number of at least 1, not {nics_per_node!r}")
+    across = validate.whole(nodes) is not None and nodes > 1     # (NVSwitchNodes checks the numbers)
     net = (_nccl_net_fractions(nodes, gpus_per_node, nics * nic_bandwidth * nic_efficiency / 1e9, spec.compcap)
            if across else None)
     protocols = _ring_protocols(min(LL_FRACTION, _ll_max_bw(spec.compcap) / nvlink), net)

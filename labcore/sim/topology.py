@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import copy
 import heapq
-import numbers
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+
+from labcore import validate
 
 
 PORT_MODELS = ("multi", "single")
@@ -232,9 +233,8 @@ class Uniform(Topology):
         self.latency = np.broadcast_to(np.float64(alpha), (n,))
         self.gamma = np.full(ranks + 1, float(gamma))
         self.launch_s = float(launch_s)
-        if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, numbers.Integral)
-                                          or gpus_per_node < 1):
-            raise ValueError(f"gpus_per_node must be a whole number of at least 1 (or None), got {gpus_per_node!r}")
+        if gpus_per_node is not None:
+            validate.whole_number(gpus_per_node, "gpus_per_node", least=1, must="a whole number of at least 1 (or None)")
         g = gpus_per_node or ranks
         if ranks % g:
             raise ValueError(f"gpus_per_node={g} must divide ranks={ranks}")
@@ -270,8 +270,7 @@ class Uniform(Topology):
 
 
 def _check_ranks(ranks) -> None:
-    if isinstance(ranks, bool) or not isinstance(ranks, numbers.Integral) or ranks < 1:
-        raise ValueError(f"ranks must be a whole number of at least 1, got {ranks!r}")
+    validate.whole_number(ranks, "ranks", least=1, must="a whole number of at least 1")
 
 
 def _check_links(name: str, bandwidth: np.ndarray, latency: np.ndarray) -> None:
@@ -489,14 +488,13 @@ class NVSwitchNodes(Topology):
                  sharp: bool = False, launch_s: float = 0.0, issue_s: float = 0.0, channels: int = 1,
                  channel_bytes: float = 32 << 10, protocols: dict | None = None, gamma: float = 0.0,
                  name: str = "cluster", notes: dict | None = None, nics_per_node: int | None = None):
-        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (nodes, gpus_per_node)) \
-                or nodes < 1 or gpus_per_node < 1:
-            raise ValueError(f"nodes and gpus_per_node must be whole numbers of at least 1, got {nodes!r} and "
+        if validate.whole(nodes) is None or validate.whole(gpus_per_node) is None or nodes < 1 or gpus_per_node < 1:
+            raise ValueError(f"nodes and gpus_per_node must be whole numbers of at least 1, not {nodes!r} and "
                              f"{gpus_per_node!r}")
         nodes, gpus_per_node = int(nodes), int(gpus_per_node)
         nics = gpus_per_node if nics_per_node is None else nics_per_node
-        if isinstance(nics, bool) or not isinstance(nics, numbers.Integral) or nics < 1:
-            raise ValueError(f"nics_per_node must be a whole number of at least 1, got {nics_per_node!r}")
+        if validate.whole(nics) is None or nics < 1:
+            raise ValueError(f"nics_per_node must be a whole number of at least 1, not {nics_per_node!r}")
         if nodes > 1 and not nic_bandwidth:
             raise ValueError("several nodes need NICs: give nic_bandwidth")
         if sharp and not nic_bandwidth:

@@ -16,9 +16,10 @@ Example
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, field
 from typing import Callable
+
+from labcore import validate
 
 KINDS = ("textbook", "node", "cluster")
 MAX_RANKS = 1 << 14
@@ -31,9 +32,7 @@ class NoTuner(ValueError):
 def _whole(name: str, value, least: int = 1) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not least <= value <= MAX_RANKS:
-        raise ValueError(f"{name} must be a whole number from {least} to {MAX_RANKS}, not {value!r}")
-    return int(value)
+    return validate.whole_number(value, name, least=least, most=MAX_RANKS)
 
 
 def _largest_divisor(ranks: int, most: int) -> int:

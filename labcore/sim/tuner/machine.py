@@ -26,10 +26,9 @@ Example
 """
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass, replace
 
+from labcore import validate
 from labcore.sim.tuner.constants import PATH_TYPES, arch_index
 
 CPU_ARCHS = ("x86", "power", "arm", "mixed")
@@ -42,7 +41,7 @@ MIN_COMPCAP, MAX_COMPCAP = 30, 200
 
 
 def _whole(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    return validate.whole(value) is not None
 
 
 @dataclass(frozen=True)
@@ -83,9 +82,8 @@ class TopoGraph:
         object.__setattr__(self, "channels", int(self.channels))
         for name in ("bw_intra", "bw_inter", "latency_inter"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0 (GB/s per channel; latency in us), "
-                                 f"not {value!r}")
+            validate.finite_number(value, name, at_least=0,
+                                   must="a finite number >= 0 (GB/s per channel; latency in us)")
         for name in ("type_intra", "type_inter"):
             if getattr(self, name) not in PATH_TYPES:
                 raise ValueError(f"{name} must be one of {', '.join(PATH_TYPES)}; got {getattr(self, name)!r}")

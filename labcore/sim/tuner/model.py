@@ -27,10 +27,10 @@ Example
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from functools import lru_cache
 
+from labcore import validate
 from labcore.sim.tuner import constants as C
 from labcore.sim.tuner.env import enable_matrix
 from labcore.sim.tuner.machine import TopoGraph, Machine
@@ -402,10 +402,10 @@ def options(op: str, nbytes: int, machine: Machine, algo_env: str | None = None,
 
 def check_nbytes(nbytes) -> int:
     """``nbytes`` as an int, if it is a whole, finite number of bytes >= 0."""
-    if (isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Real) or not math.isfinite(nbytes)
-            or nbytes < 0 or nbytes != int(nbytes)):
+    number = validate.real(nbytes)
+    if number is None or number < 0 or number != int(number):
         raise ValueError(f"nbytes must be a whole number of bytes >= 0, not {nbytes!r}")
-    return int(nbytes)
+    return int(number)
 
 
 def _size_corrections(f, a, p, m: Machine, nbytes: int, lat: float, bw: float):
@@ -555,9 +555,8 @@ def ring_pipeline(op: str, nbytes: int, machine: Machine, protocol: str = "Simpl
         chunk = chunk // 16 * 15
     chunk = chunk // C.GRAIN_BYTES[protocol] * C.GRAIN_BYTES[protocol]
     nbytes = check_nbytes(nbytes)
-    if channels is not None and (isinstance(channels, bool) or not isinstance(channels, numbers.Integral)
-                                 or not 1 <= channels <= 64):
-        raise ValueError(f"channels must be a whole number from 1 to 64, not {channels!r}")
+    if channels is not None:
+        validate.whole_number(channels, "channels", least=1, most=64)
     if channels is None:
         channels = launch(op, nbytes, machine, algo_env="Ring", proto_env=protocol)["channels"]
     n = machine.ranks
