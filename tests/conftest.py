@@ -100,7 +100,13 @@ _WORKER_TMP: list = []     # [an xdist worker's temporary folder, TMPDIR as it w
 def pytest_configure(config):
     """Every check() records the attempt (labcore.course): in the tests, into a temporary file, never the
     home. Set at start-up, not in a fixture, so nbval's kernels (which no fixture reaches) inherit it too."""
+    import signal
     import tempfile
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # a shell starts a background job with Ctrl-C ignored, and children inherit that: the tests
+        # interrupt CLIs and scripts as a terminal does, so they start with Ctrl-C as a terminal has it
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
