@@ -12,9 +12,8 @@ Only public API is used (labcore.sim.simulate, labcore.sim.topologies, labcore.s
 labcore.bench.read_nccl_tests): the script needs no change when the model or the presets improve.
 
 ``--mechanisms`` names which of NCCL's mid-size mechanisms the simulator plays (``labcore.sim.mechanisms``:
-channels, chunks, correction, plateau; "default" (all but the plateau) unless told, "all", "none" for
-the model without them), so each one's effect can
-be measured alone.
+channels, chunks, correction, netlatency, plateau, netoverhead; "default" (all but the plateau and
+netoverhead) unless told, "all", "none" for the model without them), so each one's effect can be measured alone.
 
 Run:  python benchmarks/fidelity_report.py [--set held-out] [--algorithm best|tuner] [--max-ranks 128]
       [--mechanisms default|all|none|channels,chunks,...] [--json out.json]
@@ -40,8 +39,8 @@ def _args(argv):
                    help="best: the fastest of NCCL's algorithms as simulated; tuner: NCCL's pick (the lab's tuner port)")
     p.add_argument("--max-ranks", type=int, default=128, help="skip tables of more ranks (default 128)")
     p.add_argument("--mechanisms", default="default",
-                   help="NCCL's mid-size mechanisms to play: default (channels, chunks, correction), all, none, "
-                        "or names joined by commas (channels, chunks, correction, plateau)")
+                   help="NCCL's mechanisms to play: default (channels, chunks, correction, netlatency), all, none, "
+                        "or names joined by commas (channels, chunks, correction, plateau, netlatency, netoverhead)")
     p.add_argument("--json", type=Path, help="also write the numbers to this file")
     a = p.parse_args(argv)
     if a.max_ranks < 1:

@@ -134,7 +134,21 @@ def _preset(entry: dict):
 
 def topology_for(entry: dict):
     """(topology, how): the index's preset where the registry knows it and builds the table's layout,
-    else its stand-in from today's factories; ``(None, reason)`` when neither."""
+    else its stand-in from today's factories; ``(None, reason)`` when neither. The table's process
+    layout (the index's ``processes``, from its quote or source) sets the host time: a run of one
+    process per GPU has no floor of one process issuing every GPU's launch (``issue_s``, the 30 us
+    fitted to the one-process calibration table of Azure ND H200 v5)."""
+    topo, how = _topology_for(entry)
+    if topo is not None and entry.get("processes") == "one process per GPU" and getattr(topo, "issue_s", 0.0):
+        import copy
+
+        topo = copy.copy(topo)
+        topo.issue_s = 0.0
+        how += "; one process per GPU (no host floor)"
+    return topo, how
+
+
+def _topology_for(entry: dict):
     from labcore.sim import topologies
 
     topo, why = _preset(entry)

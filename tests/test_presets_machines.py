@@ -124,8 +124,8 @@ def test_nvls_in_the_nodes_with_sharp_across_them_against_the_published_480(node
 
 
 # Worst |simulated / published - 1| per size band on the tables mapped to these presets, measured with
-# NCCL's mid-size mechanisms (labcore.sim.mechanisms.DEFAULT: channels at a size, chunk pipeline, tree
-# correction; benchmarks/fidelity_report.py, "best" and the tuner's pick; tests/data/README.md). A
+# NCCL's mechanisms (labcore.sim.mechanisms.DEFAULT: channels at a size, chunk pipeline, tree
+# correction, the net plugin's latency; benchmarks/fidelity_report.py, "best" and the tuner's pick; tests/data/README.md). A
 # regression fails; an improvement passes. Held-out tables are only measured here, never fitted.
 PINNED = {
     ("published_allreduce_azure_nd_a100_v4.txt", "best"): {"<=64KiB": 0.494, "64KiB-16MiB": 0.554, ">=16MiB": 0.509},
@@ -152,6 +152,15 @@ PINNED = {
                                                                       "64KiB-16MiB": 1.75, ">=16MiB": 0.445},
     ("published_allreduce_dstack_lambda_b200_2node_ib.txt", "tuner"): {"<=64KiB": 0.632,
                                                                        "64KiB-16MiB": 1.322, ">=16MiB": 0.184},
+    # the AWS EFA presets, with the net plugin's 75 us (labcore.sim.mechanisms "netlatency"): p4de is calibration,
+    # p5 held-out (measured only: 0.37-0.58 of the published busbw below 64 KiB, EFA on p5 is faster than 75 us)
+    ("published_allreduce_aws_p4de_a100_2node_efa.txt", "best"): {"<=64KiB": 0.244, "64KiB-16MiB": 0.801,
+                                                                  ">=16MiB": 0.891},
+    ("published_allreduce_aws_p4de_a100_2node_efa.txt", "tuner"): {"<=64KiB": 0.244, "64KiB-16MiB": 0.394,
+                                                                   ">=16MiB": 0.393},
+    ("published_allreduce_aws_p5_h100_2node_efa.txt", "best"): {"<=64KiB": 0.63, "64KiB-16MiB": 0.466, ">=16MiB": 0.191},
+    ("published_allreduce_aws_p5_h100_2node_efa.txt", "tuner"): {"<=64KiB": 0.63, "64KiB-16MiB": 0.482,
+                                                                 ">=16MiB": 0.296},
 }
 MARGIN = 0.03
 BY_FILE = {e["file"]: e for e in published.index_entries()}
@@ -182,3 +191,45 @@ def test_published_tables_name_presets_of_their_machine():
     # a table whose NICs are not the preset's (16 x 100 Gb/s RoCE) keeps its stand-in and says why
     _, how = published.topology_for(BY_FILE["published_allreduce_oci_a100_2node_roce.txt"])
     assert "has 200 Gb/s NICs, the table 100" in how
+
+
+EFA = {  # preset: (GPU port GB/s, EFA NICs a node, tuner machine, channels, NVLS) -- each number's source:
+    # AWS p5 / p4d-p4de instance specifications (32 x 100 Gb/s EFA on p5, 4 on p4de); the 16 coll channels and
+    # 8 NVLS heads of tests/data/infolog_aws_p5_h100_2node_efa.log; aws-ofi-nccl src/platform-aws.cpp (75 us)
+    "aws_p5": (370.0, 32, "aws_p5", 16, True),
+    "aws_p4de": (232.0, 4, "aws_p4de", 8, False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EFA))
+def test_efa_presets_carry_their_nics_and_the_plugins_latency(name):
+    port, nics, machine, channels, nvls = EFA[name]
+    p, t = presets.entry(name), presets.topology(name)
+    assert (t.ranks, t.nodes, t.nics_per_node) == (16, 2, nics) and p.tuner == machine and p.nvls == nvls
+    assert t.bandwidth[0] / 1e9 == pytest.approx(port, rel=0.01)
+    assert t.notes["nic B/s"] == 12.5e9                                  # 100 Gb/s EFA
+    assert t.cuts()[1].out_bandwidth / 1e9 == pytest.approx(12.0 * nics)   # the node's NICs, 0.96 achievable
+    m = presets.tuner_for(t)
+    assert m.comm_channels == channels and m.ring.latency_inter == m.tree.latency_inter == 75.0
+    assert "platform-aws.cpp" in p.sources and "instance specification" in p.sources
+    # NCCL's tuner keeps LL trees far longer than on InfiniBand: the 75 us on every inter-node step
+    ib = tuner.MACHINES["dgx_h100_ib"].with_ranks(16, 2)
+    assert tuner.predict("all_reduce", 1 << 20, m).protocol != "Simple"
+    assert tuner.predict("all_reduce", 1 << 10, m).time_us > tuner.predict("all_reduce", 1 << 10, ib).time_us + 100
+    if nics > 8:                                        # smaller nodes keep p5's 4 EFA NICs a GPU
+        assert presets.topology(name, 8, nodes=2).nics_per_node == nics // 2
+
+
+def test_process_layout_recorded_and_played_by_the_host_time():
+    """The index records every table's process layout from its quote or source (nccl-tests -g 8 / one pid in
+    "Using devices": one process; srun/mpirun -g 1: one per GPU); one-process tables run on a preset with the
+    30 us host time fitted to the calibration table (Azure ND H200 v5), one-process-per-GPU tables on none."""
+    from labcore.sim.topologies import H100_ISSUE_S
+
+    for e in published.index_entries():
+        assert e["processes"] in ("one process, 8 GPUs", "one process per GPU", "not stated"), e["file"]
+        topo, how = published.topology_for(e)
+        if topo is None or e["processes"] == "not stated":
+            continue
+        expected = H100_ISSUE_S if e["processes"] == "one process, 8 GPUs" else 0.0
+        assert topo.issue_s == expected, (e["file"], how)

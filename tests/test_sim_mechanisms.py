@@ -66,3 +66,35 @@ def test_tree_correction_replaces_the_trees_chunk_fill():
     tree = mechanisms.adjust("all_reduce", "nvls", "NVLS", 16 << 20, topologies.multinode(2, 8, nvls=True),
                              {"across": "ring"})
     assert tree.bandwidth_scale == 1.0 and tree.pipeline == 2
+
+
+def test_the_net_plugins_latency_on_every_step_across_nodes():
+    """AWS p5: aws-ofi-nccl reports 75 us (NCCL's latencyInter), added to every inter-node step, twice for
+    Simple (tuning.cc:388-391); InfiniBand reports 0, so dgx_h100_ib is untouched."""
+    t = sim.presets.topology("aws_p5", 16)
+    assert t.nccl.ring.latency_inter == t.nccl.tree.latency_inter == t.nccl.nvls.latency_inter == 75.0
+    assert mechanisms.adjust("all_reduce", "double_tree", "LL", 1 << 10, t).net_latency_s == pytest.approx(75e-6)
+    assert mechanisms.adjust("all_reduce", "ring", "Simple", 1 << 28, t).net_latency_s == pytest.approx(150e-6)
+    assert mechanisms.adjust("all_reduce", "ring", "LL", 1 << 10, t, mechanisms=()).net_latency_s == 0.0
+    assert mechanisms.adjust("all_reduce", "ring", "LL", 1 << 10, topologies.multinode(2, 8)).net_latency_s == 0.0
+    # a 2-node tree crosses the network once up and once down: 2 x 75 us more
+    on = sim.simulate("all_reduce", "double_tree", 16, 1 << 10, topology=t, protocol="LL", values=False)
+    off = sim.simulate("all_reduce", "double_tree", 16, 1 << 10, topology=t, protocol="LL", values=False,
+                       mechanisms=("channels", "chunks", "correction"))
+    assert on.time_s - off.time_s == pytest.approx(150e-6, rel=0.05)
+
+
+def test_net_overhead_floor_only_on_rings_across_nodes_when_asked():
+    """getNetOverhead (tuning.cc:226-234): 1 us on Intel hosts, 2 on AMD, x3 for Simple; rings only."""
+    h100, a100 = topologies.multinode(2, 8), sim.presets.topology("dgx_a100_ib", 16)
+    assert mechanisms.adjust("all_reduce", "ring", "LL", 1 << 16, h100).intra_floor_s == 0.0      # off by default
+    assert mechanisms.adjust("all_reduce", "ring", "LL", 1 << 16, h100, mechanisms="all").intra_floor_s == 1e-6
+    assert mechanisms.adjust("all_reduce", "ring", "Simple", 1 << 16, a100, mechanisms="all").intra_floor_s \
+        == pytest.approx(6e-6)
+    assert mechanisms.adjust("all_reduce", "double_tree", "LL", 1 << 16, h100, mechanisms="all").intra_floor_s == 0
+    view = mechanisms.apply(h100.with_protocol("LL", "ring"), mechanisms.Adjustment(intra_floor_s=1e-6))
+    assert view.latency[view.link_kind == "nvlink"].min() == pytest.approx(0.5e-6)       # half a hop a link
+    slow = sim.simulate("all_reduce", "ring", 16, 1 << 12, topology=h100, protocol="LL", values=False,
+                        mechanisms="all")
+    assert slow.time_s > sim.simulate("all_reduce", "ring", 16, 1 << 12, topology=h100, protocol="LL",
+                                      values=False).time_s

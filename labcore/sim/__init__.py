@@ -70,8 +70,10 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
     mechanisms : on a topology that knows its NCCL machine (the NVSwitch presets), which of NCCL's
         mid-size mechanisms an all_reduce plays (:data:`labcore.sim.mechanisms.MECHANISMS`:
         "channels", NCCL's channels at a size; "chunks", its chunk pipeline; "correction", its
-        tree correction factor; "plateau", the multi-node Ring/Simple latency): "default" (all but
-        the plateau, :data:`labcore.sim.mechanisms.DEFAULT`), "all", () for none, or a tuple of names.
+        tree correction factor; "netlatency", the net plugin's latency on every step across nodes;
+        "plateau", the multi-node Ring/Simple latency; "netoverhead", a multi-node ring's floor on
+        its NVLink steps): "default" (all but the plateau and netoverhead,
+        :data:`labcore.sim.mechanisms.DEFAULT`), "all", () for none, or a tuple of names.
     **options : passed to the schedule builder (``root``, ``pipeline``, ``order``, ``channels``,
         ``gpus_per_node``). Left out, they come from the topology: its nodes (hierarchical and
         NCCL's multi-node trees), its channels and their rings, the protocol's pipeline.

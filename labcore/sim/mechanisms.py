@@ -2,8 +2,8 @@
 that a bandwidth-and-latency model of its links leaves out (docs/nccl_mechanisms.md).
 
 Each is a formula from NVIDIA/nccl 2.30.7 (commit 5067397), with NCCL's constants, applied by
-:func:`labcore.sim.simulate` (all but the plateau by default, :data:`DEFAULT`) to a topology that
-knows its NCCL machine (``topology.nccl``: the tuner's :class:`~labcore.sim.tuner.Machine`, set by the
+:func:`labcore.sim.simulate` (all but the plateau and the netOverhead floor by default,
+:data:`DEFAULT`) to a topology that knows its NCCL machine (``topology.nccl``: the tuner's :class:`~labcore.sim.tuner.Machine`, set by the
 presets built on NVSwitch nodes):
 
 * ``"channels"`` -- NCCL runs a small message on fewer channels than it has: Ring and Tree drop
@@ -21,6 +21,14 @@ presets built on NVSwitch nodes):
   many pieces, so a tree's or NVLS's pipeline pays its fill (depth + k - 1 chunk times, not k).
 * ``"plateau"`` -- a multi-node Ring/Simple all-reduce of at least 64 bytes per channel and rank
   pays 1.4 times its latency (1.9 before Ampere), tuning.cc:646-650.
+* ``"netlatency"`` -- the network's own latency, which the net plugin reports (``props.latency``,
+  NCCL's ``graph->latencyInter``, src/graph/search.cc:745; 0 for InfiniBand, 75 us from aws-ofi-nccl
+  on AWS p4d/p4de/p5): NCCL adds it to every inter-node step, twice for Simple (the flush),
+  tuning.cc:384-391. The simulator adds it to every route across nodes.
+* ``"netoverhead"`` -- NCCL's floor on the intra-node steps of a ring across nodes (every step
+  posts to the proxy): ``netOverhead`` 1 us on Intel hosts, 2 us on AMD, x3 for Simple
+  (getNetOverhead, tuning.cc:226-234; applied 402-412). The simulator raises a multi-node ring's
+  NVLink hops to it.
 * ``"correction"`` -- NCCL's own size-indexed factor on a tree all-reduce's bandwidth,
   ``treeCorrectionFactor[protocol][log2(S / 64)]`` (0.4-1.0, the table at tuning.cc:620-627,
   applied at 638-645; NVLSTree likewise on Blackwell with x86 hosts): its admission that trees run
@@ -45,16 +53,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from labcore.sim.tuner import constants as C
 from labcore.sim.tuner.model import channels_at
 
-MECHANISMS = ("channels", "chunks", "plateau", "correction")
+MECHANISMS = ("channels", "chunks", "plateau", "correction", "netlatency", "netoverhead")
 """The mechanisms the simulator can play (``simulate(..., mechanisms=...)``)."""
-DEFAULT = ("channels", "chunks", "correction")
+DEFAULT = ("channels", "chunks", "correction", "netlatency")
 """What :func:`labcore.sim.simulate` plays unless told. Chosen on the calibration tables only: the tree
 correction brings 3 (tuner's picks) and 5 (fastest schedule) more of their sizes within the goal; the
 ring plateau is left out, since it brings none closer and puts the forced-ring calibration table
-(nccl-tests#309, 2 nodes) 12% slow at 256 MiB (tests/data/README.md, "After the mid-size mechanisms")."""
+(nccl-tests#309, 2 nodes) 12% slow at 256 MiB (tests/data/README.md, "After the mid-size mechanisms");
+the network's latency brings 18 (tuner) and 19 (fastest) more, all of the AWS p4de table; the ring's
+netOverhead floor is left out, since it moves no size of either set (tests/data/README.md, "After the
+network and launch mechanisms")."""
 
 NVLS_CHUNK_BYTES = 128 << 10            # NCCL_NVLS_CHUNKSIZE default, src/transport/nvls.cc:160
 NVLS_TREE_MAX_CHUNK_BYTES = 64 << 10    # nvlsTreeMaxChunkSize from 4 nodes, nvls.cc:226-229
@@ -74,6 +87,8 @@ class Adjustment:
     nccl_algorithm: str | None = None
     nccl_channels: int | None = None
     chunk_bytes: int | None = None
+    net_latency_s: float = 0.0
+    intra_floor_s: float = 0.0
 
 
 def selected(mechanisms) -> tuple[str, ...]:
@@ -185,10 +200,27 @@ def adjust(op: str, algorithm: str, protocol: str | None, nbytes: float, topolog
         out["chunk_bytes"] = chunk
     if "correction" in which and a in ("Tree", "NVLSTree"):
         out["bandwidth_scale"] = out.get("bandwidth_scale", 1.0) * _tree_correction(nb, machine, a, p)
+    if machine.nodes > 1:
+        out.update(_network(which, machine, a, p))
     if "plateau" in which and (a, p) == ("Ring", "Simple") and machine.nodes > 1 \
             and nb // (machine.comm_channels * machine.ranks) >= C.RING_PLATEAU_MIN_BYTES_PER_CHANNEL_RANK:
         out["latency_scale"] = C.RING_PLATEAU["before_ampere" if machine.compcap < 80 else "ampere_on"]
     return Adjustment(**out)
+
+
+def _network(which, machine, algorithm: str, protocol: str) -> dict:
+    """The network mechanisms across nodes: the net plugin's latency on every inter-node step, twice
+    for Simple (tuning.cc:388-391), and the ring's netOverhead floor on its intra-node steps
+    (tuning.cc:226-234, 402-412), in seconds."""
+    out = {}
+    graph = machine.graph(algorithm)
+    if "netlatency" in which and graph is not None and graph.latency_inter:
+        out["net_latency_s"] = graph.latency_inter * (2 if protocol == "Simple" else 1) * 1e-6
+    if "netoverhead" in which and algorithm == "Ring":
+        overhead = C.NET_OVERHEAD_US.get(machine.cpu_vendor, C.NET_OVERHEAD_DEFAULT_US) \
+            if machine.cpu_arch == "x86" else C.NET_OVERHEAD_DEFAULT_US
+        out["intra_floor_s"] = overhead * (3 if protocol == "Simple" else 1) * 1e-6
+    return out
 
 
 def _corrected(machine, algorithm: str) -> bool:
@@ -209,16 +241,26 @@ def _tree_correction(nbytes: int, machine, algorithm: str, protocol: str) -> flo
 
 def apply(view, adjustment: Adjustment):
     """A copy of the protocol's view of a topology with the adjustment's bandwidth and latency
-    factors (the view itself when both are 1)."""
+    factors, the network's latency on its network links and the floor on its NVLink links (the
+    view itself when nothing changes). A route crosses two links (out of one port or NIC, into
+    another), so each carries half of a hop's latency."""
     import copy
 
-    if adjustment.bandwidth_scale == 1.0 and adjustment.latency_scale == 1.0:
+    a = adjustment
+    if a.bandwidth_scale == 1.0 and a.latency_scale == 1.0 and not a.net_latency_s and not a.intra_floor_s:
         return view
     other = copy.copy(view)
-    other.bandwidth = view.bandwidth * adjustment.bandwidth_scale
-    if adjustment.latency_scale != 1.0:
-        other.latency = view.latency * adjustment.latency_scale
-        other.launch_s = view.launch_s * adjustment.latency_scale
+    other.bandwidth = view.bandwidth * a.bandwidth_scale
+    if a.latency_scale != 1.0:
+        other.latency = view.latency * a.latency_scale
+        other.launch_s = view.launch_s * a.latency_scale
+    kinds = getattr(view, "link_kind", None)
+    if (a.net_latency_s or a.intra_floor_s) and kinds is not None and kinds.size:
+        lat = other.latency.copy()
+        lat[kinds == "net"] += a.net_latency_s / 2
+        nvlink = kinds == "nvlink"
+        lat[nvlink] = np.maximum(lat[nvlink], a.intra_floor_s / 2)
+        other.latency = lat
     return other
 
 

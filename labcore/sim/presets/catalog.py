@@ -18,6 +18,10 @@ TCP_100G_BW = 12.5e9
 TCP_EFFICIENCY = 10 / 12.5
 # NDR InfiniBand and 400 GbE: 50 GB/s per NIC and direction; HDR: 25 GB/s (line rates).
 NDR_BW, HDR_BW = 50e9, 25e9
+# AWS EFA: 100 Gb/s = 12.5 GB/s per NIC and direction (AWS instance specifications: p5 3200 Gbps in 32
+# NICs, p4d/p4de 400 Gbps in 4).
+EFA_BW = 12.5e9
+_EFA_NO_SHARP = "EFA's switches do not reduce (AWS offers no SHARP); NVLS inside the nodes is there"
 
 _TEXTBOOK_TUNER = "it is a textbook machine, and NCCL's tuner prices real GPUs from the graphs its search finds"
 _NO_NETWORK = "it is one machine without a network; SHARP across nodes needs an InfiniBand preset such as dgx_h100_ib"
@@ -31,11 +35,13 @@ MLE_H200 = "stas00/ml-engineering network/README.md (8 x H200, nccl-tests 8 GiB)
 
 
 def _fabric(name: str, machine: str, wire: str, nic_bandwidth: float, nic_efficiency: float | None = None,
-            nics: int = 8, gpu: str = "h100", nvls: bool | None = None):
+            nics: int = 8, gpu: str = "h100", nvls: bool | None = None, tuner: str | None = None):
     """A builder of NVSwitch nodes on one fabric (:func:`labcore.sim.topologies.multinode`); ``machine``
     names 8 GPUs with ``nics`` NICs a node (another shape says so in the name). Nodes of one GPU are
     an NVSwitch node (:func:`labcore.sim.topologies.nvswitch`, NVLS where the GPU has it); several
-    nodes carry the NVSwitches' NVLS engines too (``nvls``, default: where the GPU has NVLS)."""
+    nodes carry the NVSwitches' NVLS engines too (``nvls``, default: where the GPU has NVLS). ``tuner``
+    names NCCL's machine for it (:data:`labcore.sim.tuner.MACHINES`) where it is not the DGX one of
+    the GPU (another network: its graphs, its latency)."""
     engines = topologies.GPUS[gpu].nvls_efficiency is not None if nvls is None else nvls
 
     def build(nodes, gpus_per_node, nics_per_node, sharp):
@@ -44,10 +50,15 @@ def _fabric(name: str, machine: str, wire: str, nic_bandwidth: float, nic_effici
             title += f" ({gpus_per_node} GPUs and {nics_per_node} NICs a node)"
         efficiency = {} if nic_efficiency is None else {"nic_efficiency": nic_efficiency}
         published = PUBLISHED.get(f"{name}_sharp" if sharp else name)
-        return topologies.multinode(nodes, gpus_per_node, nic_bandwidth=nic_bandwidth, sharp=sharp, name=title,
+        topo = topologies.multinode(nodes, gpus_per_node, nic_bandwidth=nic_bandwidth, sharp=sharp, name=title,
                                     nics_per_node=nics_per_node, gpu=gpu, nvls=engines and nodes > 1, **efficiency,
                                     notes={"published busbw GB/s": published, "wire": wire,
                                            "sources": f"{GTC24}; {COMMON}"})
+        if tuner is not None and nodes > 1:
+            from labcore.sim.tuner import MACHINES
+
+            topo.nccl = MACHINES[tuner].with_ranks(nodes * gpus_per_node, nodes)
+        return topo
     return build
 
 
@@ -190,6 +201,22 @@ ENTRIES = [
            nodes=2, tuner="dgx_b200_ib", sharp=True,
            sources=f"DGX B200 datasheet (8 x 400 Gb/s ConnectX-7); {GTC24} (NDR achievable 48); NCCL 2.30.7 "
                    "tuning.cc; tuner: derived like dgx_h100_ib (labcore.sim.tuner.machine)"),
+    # --- the machines people run: AWS EFA ----------------------------------------------------
+    Preset("aws_p5", "AWS p5.48xlarge nodes: 8 x H100 SXM, 32 x 100 Gb/s EFA (4 a GPU)",
+           _fabric("aws_p5", "AWS p5.48xlarge, 32 x 100 Gb/s EFA",
+                   "EFA: 100 Gb/s = 12.5 GB/s per NIC and direction, 32 a node (3200 Gbps); RDMA at GTC24's 0.96",
+                   EFA_BW, nics=32, tuner="aws_p5"),
+           nodes=2, nics_per_node=32, tuner="aws_p5", no_sharp=_EFA_NO_SHARP,
+           sources=f"AWS p5 instance specification (8 x H100, 3200 Gbps EFA, 32 NICs); {GTC24} (RDMA achievable "
+                   "0.96); aws-ofi-nccl src/platform-aws.cpp (latency 75 us); tests/data/infolog_aws_p5_h100_2node_"
+                   "efa.log (16 channels, 8 NVLS heads, 75 us); NCCL 2.30.7 tuning.cc"),
+    Preset("aws_p4de", "AWS p4de.24xlarge nodes: 8 x A100 SXM 80 GB, 4 x 100 Gb/s EFA",
+           _fabric("aws_p4de", "AWS p4de.24xlarge, 4 x 100 Gb/s EFA",
+                   "EFA: 100 Gb/s = 12.5 GB/s per NIC and direction, 4 a node (400 Gbps); RDMA at GTC24's 0.96",
+                   EFA_BW, nics=4, gpu="a100", tuner="aws_p4de"),
+           nodes=2, nics_per_node=4, tuner="aws_p4de", no_sharp=_EFA_NO_SHARP,
+           sources=f"AWS p4d/p4de instance specification (8 x A100, 400 Gbps EFA, 4 NICs); {GTC24} (RDMA "
+                   "achievable 0.96); aws-ofi-nccl src/platform-aws.cpp (latency 75 us); NCCL 2.30.7 tuning.cc"),
     Preset("uniform", "the textbook alpha-beta machine: every pair of ranks on its own link (1 us, 10 GB/s)",
            _textbook(topologies.uniform, groups=True), kind="textbook", no_tuner=_TEXTBOOK_TUNER,
            no_sharp="its switch reduces already (in_network runs on it); there is no network to add SHARP to",

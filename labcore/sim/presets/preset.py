@@ -53,7 +53,8 @@ class Preset:
     gpus_per_node : GPUs a node (the default size of a "node" or "textbook" preset); a cluster
         asked for ``ranks`` GPUs puts the largest divisor of ``ranks`` up to this on a node.
     nodes : the default node count.
-    nics_per_node : NICs a node (None: one per GPU); a cluster preset only.
+    nics_per_node : NICs a node (None: one per GPU); a cluster preset only. More NICs than GPUs
+        (AWS p5: 4 a GPU) keep their number a GPU on smaller nodes.
     tuner : the :data:`labcore.sim.tuner.MACHINES` entry NCCL's tuner prices it with, or None;
         ``no_tuner`` then says why (one line).
     sharp : the network can reduce (InfiniBand SHARP, NCCL's CollNet); ``no_sharp`` says why not.
@@ -120,7 +121,8 @@ class Preset:
         if sharp and not self.sharp:
             raise ValueError(f"{self.name} has no SHARP: {self.no_sharp}")
         if nics is None and self.kind == "cluster":
-            nics = g if self.nics_per_node is None else min(self.nics_per_node, g)
+            nics = g if self.nics_per_node is None else min(self.nics_per_node, g) \
+                if self.nics_per_node <= self.gpus_per_node else max(1, self.nics_per_node * g // self.gpus_per_node)
         topo = self.builder(nodes, g, nics, sharp)
         topo.preset = self.name
         return topo

@@ -336,6 +336,33 @@ _B200_IB = dict(gpu="blackwell", cpu_vendor="intel", nvswitch=True,
                 nvls=TopoGraph(8, 80.0, 48.0, type_intra="NVL", type_inter="PIX", same_channels=False,
                                pattern="nvls"))
 
+# AWS EFA (libfabric through the aws-ofi-nccl net plugin). The plugin reports the network's latency
+# to NCCL (props.latency, which search.cc:745 copies into every graph's latencyInter): 75 us on
+# p4d, p4de and p5 (aws/aws-ofi-nccl src/platform-aws.cpp, platform_data_map, commit 2daf7d3;
+# "NET/OFI Internode latency set at 75.0 us" in tests/data/infolog_aws_p5_h100_2node_efa.log). The
+# plugin's own comment: "Empirical testing on P5 had shown that NCCL's internal tuner choices work
+# better with this value" -- a setting for NCCL's tuner, not a measured latency.
+EFA_LATENCY_US = 75.0
+# p5.48xlarge: 8 x H100 SXM, 32 x 100 Gb/s EFA a node, 4 a GPU (AWS's p5 instance specification:
+# 3200 Gbps EFA), Intel Xeon hosts (4th Gen Xeon Scalable, the same specification). The log's rings
+# are 8 graphs doubled to "16 coll channels" (Channel 08-15 repeat 00-07) with "16 nvls channels" and
+# 8 NVLS heads: what dgx_h100_ib's graphs give (8 rings, 16 channels, 8 heads), with each GPU's
+# 4 x 100 Gb/s a 400 Gb/s NIC as the plugin groups them; the log prints no "Pattern" lines, so the
+# 45 GB/s a channel is dgx_h100_ib's (an assumption).
+_P5_EFA = {**_H100_IB,
+           "ring": replace(_H100_IB["ring"], latency_inter=EFA_LATENCY_US),
+           "tree": replace(_H100_IB["tree"], latency_inter=EFA_LATENCY_US),
+           "nvls": replace(_H100_IB["nvls"], latency_inter=EFA_LATENCY_US)}
+# p4de.24xlarge: 8 x A100 SXM 80 GB, 4 x 100 Gb/s EFA a node (AWS's p4d/p4de specification: 400 Gbps
+# EFA), Intel Xeon hosts (2nd Gen Xeon Scalable, P-8275CL). Derived (no INFO log of it in tests/data):
+# one ring a NIC at NCCL's 12 GB/s (the inter speed below its 12.5 GB/s), so 4 rings and the tree on
+# the ring's channels; connect.cc doubles them to 8 channels. Check against a log's "Pattern" lines.
+_P4DE_EFA = dict(gpu="ampere", cpu_vendor="intel", nvswitch=True,
+                 ring=TopoGraph(4, 12.0, type_intra="NVL", type_inter="PIX", same_channels=False,
+                                latency_inter=EFA_LATENCY_US),
+                 tree=TopoGraph(4, 12.0, type_intra="NVL", type_inter="PIX", same_channels=False,
+                                pattern="balanced_tree", latency_inter=EFA_LATENCY_US))
+
 
 def _pcie(bw: float, name: str) -> Machine:
     """A PCIe box (no NVLink): one ring and one tree through the CPUs, at ``bw`` GB/s a channel."""
@@ -381,6 +408,8 @@ MACHINES: dict[str, Machine] = _Machines({
     "dgx_h200_ib": Machine(32, 4, name="4 DGX H200 nodes, 8 x 400 Gb/s InfiniBand each", **_H100_IB),
     "dgx_a100_ib": Machine(16, 2, name="2 DGX A100 nodes, 8 x 200 Gb/s InfiniBand each", **_A100_IB),
     "dgx_b200_ib": Machine(16, 2, name="2 DGX B200 nodes, 8 x 400 Gb/s InfiniBand each", **_B200_IB),
+    "aws_p5": Machine(16, 2, name="2 AWS p5.48xlarge, 32 x 100 Gb/s EFA each", **_P5_EFA),
+    "aws_p4de": Machine(16, 2, name="2 AWS p4de.24xlarge, 4 x 100 Gb/s EFA each", **_P4DE_EFA),
     # PCIe boxes. Without P2P (GPUs exchange through host memory, NCCL's SHM transport): the graphs
     # NCCL printed for 8 x RTX 4090, whose GeForce cards have no P2P (nccl-tests#307, the pcie_4090
     # machine: 1 channel at 5 GB/s, type SYS; two coll channels, as the P2P-less box of pytorch#72835
