@@ -215,7 +215,8 @@ def mechanism_effects(topologies: dict, sizes=None) -> go.Figure:
                                      text=ran, hovertemplate="%{x:.3s}B: %{y:.1f} GB/s (%{text})<extra>" + label
                                      + "</extra>"), row=1, col=col)
         fig.update_xaxes(**byte_ticks(sizes), row=1, col=col)
-    fig.update_yaxes(title="busbw GB/s", row=1, col=1)
+    fig.update_yaxes(type="log", dtick=1)    # decades; the small sizes' GB/s differ by the same factors as the large ones'
+    fig.update_yaxes(title="busbw GB/s (log)", row=1, col=1)
     fig.update_layout(template=TEMPLATE, height=420, title="all_reduce busbw, NCCL's mechanisms switched on in turn",
                       legend={"orientation": "h", "y": -0.18})
     return fig
