@@ -22,7 +22,7 @@ import numpy as np
 
 from labcore import validate
 from labcore.sim import cost, engine, mechanisms, topologies, tuner
-from labcore.sim import mechanisms as mechanisms_
+from labcore.sim import mechanisms as mechanisms_  # simulate()'s parameter of that name shadows the module
 from labcore.sim import presets, scaleout
 from labcore.sim import presets_scale  # noqa: F401 (deprecated names, kept one release; not in __all__)
 from labcore.sim.calibration import Calibration, calibrate
