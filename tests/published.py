@@ -258,3 +258,35 @@ def band_summary(rows: list[tuple]) -> dict:
                              within25=sum(abs(x - 1) <= 0.25 for x in ratios),
                              within40=sum(abs(x - 1) <= 0.40 for x in ratios))
     return out
+
+
+def fit_net_latency(entries: list[dict], algorithm: str = "tuner") -> tuple[float, float]:
+    """(seconds, sum of squared log ratios): the network latency per step across nodes
+    (``topology.net_latency_s``, :mod:`labcore.sim.mechanisms` "netlatency") that brings the
+    simulator closest to the sizes of 64 KiB and below of ``entries`` (the time there is latency),
+    searched on a grid of 5 us from 0 to 100 us, then of 0.5 us around the best. Only calibration
+    tables may be passed: a held-out table never sets a parameter."""
+    import copy
+
+    held = [e["file"] for e in entries if e["set"] != "calibration"]
+    if held or not entries:
+        raise ValueError(f"fit on calibration tables only, not {held or 'none'}")
+    cases = []
+    for e in entries:
+        topo, _ = topology_for(e)
+        factor = 2 * (e["ranks"] - 1) / e["ranks"]
+        cases += [(e, topo, r["size"], r["time_us"] * 1e3 / (r["size"] * factor))     # 1 / published busbw
+                  for r in published_rows(e) if band_of(r["size"]) == BANDS[0]]
+
+    def error(latency_s):
+        total = 0.0
+        for e, topo, size, inverse_busbw in cases:
+            topo = copy.copy(topo)
+            topo.net_latency_s = latency_s
+            busbw, _ = simulated_busbw(e, topo, size, algorithm)
+            total += math.log(busbw * inverse_busbw) ** 2
+        return total
+
+    best = min((error(us * 1e-6), us) for us in range(0, 101, 5))
+    best = min((error(x * 1e-6), x) for x in [best[1] + d / 2 for d in range(-10, 11)] if x >= 0)
+    return best[1] * 1e-6, best[0]

@@ -131,6 +131,28 @@ def test_launcher_tags_are_removed():
     assert df["size"].unique().tolist() == [8, 16, 32] and (df["ranks"] == -1).all()
 
 
+def test_open_mpi_tags_inside_a_line_are_taken_out_when_they_name_the_lines_rank():
+    # Open MPI repeats "[1,0]<stdout>:" where a rank's line was flushed in pieces (KeitaW's p5 log)
+    df = read("published_allreduce_keitaw_p5_h100_2node_efa.txt", op="all_reduce")
+    assert len(df) == 64 and (df["ranks"] == 16).all() and df.attrs["skipped"] == []
+    assert df.loc[df["placement"] == "in-place", "time_us"].iloc[:2].tolist() == [74.97, 63.31]
+    # another rank's tag inside the line is two ranks' output interleaved: the line is not a result
+    line = "[1,0]<stdout>:     1048576   262144  float  sum  -1[1,3]<stdout>:  122.1  8.59  16.10  0  122.3  8.58  16.08  0"
+    header = "[1,0]<stdout>:#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong"
+    good = line.replace("[1,3]", "[1,0]")
+    assert len(lc.bench.read_nccl_tests(f"{header}\n{good}\n", op="all_reduce")) == 2
+    with pytest.raises(ValueError, match="no nccl-tests result lines"):
+        lc.bench.read_nccl_tests(f"{header}\n{line}\n", op="all_reduce")
+
+
+def test_a_header_that_lost_its_hash_before_wrong_is_read_as_nccl_tests_prints_it():
+    # dstack's GCP page drops the '#' of '#wrong'; before, the in-place group was read one column off
+    df = read("published_allreduce_dstack_gcp_a4_b200_2node_roce.txt", op="all_reduce")
+    inplace = df[df["placement"] == "in-place"]
+    assert inplace["time_us"].iloc[0] == 167.6 and inplace["busbw"].iloc[0] == 93.86
+    assert (df["wrong"] == 0).all()
+
+
 def test_footer_is_read_and_step_bytes_sizes_kept():
     df = read("nccl_tests_nccl-tests-119_step_bytes_footer.txt", op="all_reduce")
     assert df.attrs["footer"] == dict(out_of_bounds=0, ok=True, avg_busbw=84.8558)

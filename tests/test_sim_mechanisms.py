@@ -68,20 +68,34 @@ def test_tree_correction_replaces_the_trees_chunk_fill():
     assert tree.bandwidth_scale == 1.0 and tree.pipeline == 2
 
 
-def test_the_net_plugins_latency_on_every_step_across_nodes():
-    """AWS p5: aws-ofi-nccl reports 75 us (NCCL's latencyInter), added to every inter-node step, twice for
-    Simple (tuning.cc:388-391); InfiniBand reports 0, so dgx_h100_ib is untouched."""
+def test_the_networks_latency_on_every_step_across_nodes():
+    """AWS p5: aws-ofi-nccl tells NCCL 75 us (latencyInter: NCCL's picks keep it); the simulator plays the
+    latency p5's runs show (the preset's net_latency_s, fitted on its calibration table) on every
+    inter-node step, twice for Simple (tuning.cc:388-391), or the plugin's where a topology has none;
+    InfiniBand reports 0, so dgx_h100_ib is untouched."""
+    import copy
+
     t = sim.presets.topology("aws_p5", 16)
     assert t.nccl.ring.latency_inter == t.nccl.tree.latency_inter == t.nccl.nvls.latency_inter == 75.0
-    assert mechanisms.adjust("all_reduce", "double_tree", "LL", 1 << 10, t).net_latency_s == pytest.approx(75e-6)
-    assert mechanisms.adjust("all_reduce", "ring", "Simple", 1 << 28, t).net_latency_s == pytest.approx(150e-6)
+    assert t.net_latency_s == sim.presets.catalog.P5_EFA_LATENCY_S < 75e-6
+    lat = t.net_latency_s
+    assert mechanisms.adjust("all_reduce", "double_tree", "LL", 1 << 10, t).net_latency_s == pytest.approx(lat)
+    assert mechanisms.adjust("all_reduce", "ring", "Simple", 1 << 28, t).net_latency_s == pytest.approx(2 * lat)
+    told = copy.copy(t)
+    told.net_latency_s = None
+    assert mechanisms.adjust("all_reduce", "double_tree", "LL", 1 << 10, told).net_latency_s == pytest.approx(75e-6)
     assert mechanisms.adjust("all_reduce", "ring", "LL", 1 << 10, t, mechanisms=()).net_latency_s == 0.0
     assert mechanisms.adjust("all_reduce", "ring", "LL", 1 << 10, topologies.multinode(2, 8)).net_latency_s == 0.0
-    # a 2-node tree crosses the network once up and once down: 2 x 75 us more
-    on = sim.simulate("all_reduce", "double_tree", 16, 1 << 10, topology=t, protocol="LL", values=False)
-    off = sim.simulate("all_reduce", "double_tree", 16, 1 << 10, topology=t, protocol="LL", values=False,
-                       mechanisms=("channels", "chunks", "correction"))
-    assert on.time_s - off.time_s == pytest.approx(150e-6, rel=0.05)
+    # a 2-node tree crosses the network once up and once down: twice the latency more
+    for topo, each in ((t, lat), (told, 75e-6)):
+        on = sim.simulate("all_reduce", "double_tree", 16, 1 << 10, topology=topo, protocol="LL", values=False)
+        off = sim.simulate("all_reduce", "double_tree", 16, 1 << 10, topology=topo, protocol="LL", values=False,
+                           mechanisms=("channels", "chunks", "correction"))
+        assert on.time_s - off.time_s == pytest.approx(2 * each, rel=0.05)
+    # a group of the machine's ranks (replay's placement) keeps the latency
+    from labcore.sim.replays import _Placed
+
+    assert _Placed(t, list(range(4, 12))).net_latency_s == lat
 
 
 def test_net_overhead_floor_only_on_rings_across_nodes_when_asked():

@@ -42,7 +42,7 @@ from labcore.bench import ops as _ops
 from labcore.bench.harness import PLACEMENTS
 from labcore.files import MAX_TEXT_BYTES, check_text_limited, read_text_limited
 
-_MPI_TAG = re.compile(r"^\s*\[\d+,\d+\]<std(?:out|err)>:")
+_MPI_TAG = re.compile(r"^\s*(\[\d+,\d+\]<std(?:out|err)>:)")
 _SRUN_LABEL = re.compile(r"^\s*\d+: ")
 _RANK_TAG = re.compile(r"\[\d+\]")
 _VERSION = re.compile(r"^#\s*nccl-tests version (\S+)")
@@ -86,7 +86,12 @@ class _Section:
 
 def _clean(line: str) -> str:
     """The line without what launchers put before it (srun --label, mpirun --tag-output, rank tags)."""
-    line = _MPI_TAG.sub("", _SRUN_LABEL.sub("", line.rstrip("\r\n"), count=1), count=1)
+    line = _SRUN_LABEL.sub("", line.rstrip("\r\n"), count=1)
+    tag = _MPI_TAG.match(line)
+    if tag:
+        # Open MPI repeats a rank's tag inside a line its output reached in pieces; another rank's
+        # tag there means two ranks' output interleaved, and the line is left to be skipped
+        line = line[tag.end():].replace(tag.group(1), " ")
     return _RANK_TAG.sub("", line) if not line.lstrip().startswith("#  Rank") else line
 
 
@@ -102,6 +107,8 @@ def _header(tokens: list[str]):
             groups.append(current)
         elif t in ("algbw", "busbw", "#wrong", "error") or t.startswith("i_"):
             current.append(t)
+        elif t == "wrong":          # a copy that dropped the '#' (web pages' terminal widgets do)
+            current.append("#wrong")
     return tokens[:first], groups[:2]
 
 

@@ -24,7 +24,9 @@ presets built on NVSwitch nodes):
 * ``"netlatency"`` -- the network's own latency, which the net plugin reports (``props.latency``,
   NCCL's ``graph->latencyInter``, src/graph/search.cc:745; 0 for InfiniBand, 75 us from aws-ofi-nccl
   on AWS p4d/p4de/p5): NCCL adds it to every inter-node step, twice for Simple (the flush),
-  tuning.cc:384-391. The simulator adds it to every route across nodes.
+  tuning.cc:384-391. The simulator adds it to every route across nodes: the topology's own
+  ``net_latency_s`` where it has one (what runs on the machine show: the EFA presets' values are
+  fitted on their calibration tables), else the plugin's, which NCCL's picks use either way.
 * ``"netoverhead"`` -- NCCL's floor on the intra-node steps of a ring across nodes (every step
   posts to the proxy): ``netOverhead`` 1 us on Intel hosts, 2 us on AMD, x3 for Simple
   (getNetOverhead, tuning.cc:226-234; applied 402-412). The simulator raises a multi-node ring's
@@ -201,21 +203,24 @@ def adjust(op: str, algorithm: str, protocol: str | None, nbytes: float, topolog
     if "correction" in which and a in ("Tree", "NVLSTree"):
         out["bandwidth_scale"] = out.get("bandwidth_scale", 1.0) * _tree_correction(nb, machine, a, p)
     if machine.nodes > 1:
-        out.update(_network(which, machine, a, p))
+        out.update(_network(which, machine, a, p, getattr(topology, "net_latency_s", None)))
     if "plateau" in which and (a, p) == ("Ring", "Simple") and machine.nodes > 1 \
             and nb // (machine.comm_channels * machine.ranks) >= C.RING_PLATEAU_MIN_BYTES_PER_CHANNEL_RANK:
         out["latency_scale"] = C.RING_PLATEAU["before_ampere" if machine.compcap < 80 else "ampere_on"]
     return Adjustment(**out)
 
 
-def _network(which, machine, algorithm: str, protocol: str) -> dict:
-    """The network mechanisms across nodes: the net plugin's latency on every inter-node step, twice
+def _network(which, machine, algorithm: str, protocol: str, measured_s: float | None = None) -> dict:
+    """The network mechanisms across nodes: the network's latency on every inter-node step, twice
     for Simple (tuning.cc:388-391), and the ring's netOverhead floor on its intra-node steps
-    (tuning.cc:226-234, 402-412), in seconds."""
+    (tuning.cc:226-234, 402-412), in seconds. The latency is the topology's own where it has one
+    (``measured_s``: what runs on the machine show), else what the net plugin tells NCCL."""
     out = {}
     graph = machine.graph(algorithm)
-    if "netlatency" in which and graph is not None and graph.latency_inter:
-        out["net_latency_s"] = graph.latency_inter * (2 if protocol == "Simple" else 1) * 1e-6
+    latency_s = measured_s if measured_s is not None else \
+        (graph.latency_inter * 1e-6 if graph is not None else 0.0)
+    if "netlatency" in which and latency_s:
+        out["net_latency_s"] = latency_s * (2 if protocol == "Simple" else 1)
     if "netoverhead" in which and algorithm == "Ring":
         overhead = C.NET_OVERHEAD_US.get(machine.cpu_vendor, C.NET_OVERHEAD_DEFAULT_US) \
             if machine.cpu_arch == "x86" else C.NET_OVERHEAD_DEFAULT_US

@@ -127,8 +127,9 @@ class _Placed(Topology):
         self._agent = np.concatenate([self.placed, base.ranks + np.arange(base.switch_agents)])
         self.gamma = base.gamma[self._agent]
         _, self.node_of = np.unique(base.node_of[self.placed], return_inverse=True)
-        # which switches are NVLS engines and which the fabric's SHARP (GPU servers), as in the base
-        for attr in ("has_engine", "sharp"):
+        # which switches are NVLS engines and which the fabric's SHARP (GPU servers), and the network's
+        # latency, as in the base
+        for attr in ("has_engine", "sharp", "net_latency_s"):
             if hasattr(base, attr):
                 setattr(self, attr, getattr(base, attr))
         if getattr(base, "engine_agent0", None) is not None:

@@ -132,6 +132,9 @@ class Topology:
     step_s: float = 0.0
     preset: str | None = None      # the preset it was built from (labcore.sim.presets), which names its tuner
     nccl = None                    # NCCL's view of it (a labcore.sim.tuner.Machine): labcore.sim.mechanisms
+    # the network's latency on a step across nodes as runs show it, where it is not what the net plugin
+    # tells NCCL (the graphs' latencyInter, which NCCL's picks keep using): labcore.sim.mechanisms
+    net_latency_s: float | None = None
 
     @property
     def n_links(self) -> int:

@@ -21,6 +21,11 @@ NDR_BW, HDR_BW = 50e9, 25e9
 # AWS EFA: 100 Gb/s = 12.5 GB/s per NIC and direction (AWS instance specifications: p5 3200 Gbps in 32
 # NICs, p4d/p4de 400 Gbps in 4).
 EFA_BW = 12.5e9
+# EFA's latency on a step across nodes, as the runs show it: fitted (tests/published.py fit_net_latency) on
+# the sizes up to 64 KiB of each machine's calibration tables (tests/data/README.md), p5 on KeitaW's 2 x p5
+# run, p4de on awsome-distributed-training's 2 x p4de. aws-ofi-nccl tells NCCL 75 us on both (its tuner's
+# picks keep that); p5's second-generation EFA shows a third of it.
+P5_EFA_LATENCY_S, P4DE_EFA_LATENCY_S = 23e-6, 73.5e-6
 _EFA_NO_SHARP = "EFA's switches do not reduce (AWS offers no SHARP); NVLS inside the nodes is there"
 
 _TEXTBOOK_TUNER = "it is a textbook machine, and NCCL's tuner prices real GPUs from the graphs its search finds"
@@ -35,13 +40,15 @@ MLE_H200 = "stas00/ml-engineering network/README.md (8 x H200, nccl-tests 8 GiB)
 
 
 def _fabric(name: str, machine: str, wire: str, nic_bandwidth: float, nic_efficiency: float | None = None,
-            nics: int = 8, gpu: str = "h100", nvls: bool | None = None, tuner: str | None = None):
+            nics: int = 8, gpu: str = "h100", nvls: bool | None = None, tuner: str | None = None,
+            net_latency_s: float | None = None):
     """A builder of NVSwitch nodes on one fabric (:func:`labcore.sim.topologies.multinode`); ``machine``
     names 8 GPUs with ``nics`` NICs a node (another shape says so in the name). Nodes of one GPU are
     an NVSwitch node (:func:`labcore.sim.topologies.nvswitch`, NVLS where the GPU has it); several
     nodes carry the NVSwitches' NVLS engines too (``nvls``, default: where the GPU has NVLS). ``tuner``
     names NCCL's machine for it (:data:`labcore.sim.tuner.MACHINES`) where it is not the DGX one of
-    the GPU (another network: its graphs, its latency)."""
+    the GPU (another network: its graphs, its latency). ``net_latency_s`` is the network's latency on
+    a step across nodes as runs show it, where it is not what the net plugin tells NCCL."""
     engines = topologies.GPUS[gpu].nvls_efficiency is not None if nvls is None else nvls
 
     def build(nodes, gpus_per_node, nics_per_node, sharp):
@@ -58,6 +65,8 @@ def _fabric(name: str, machine: str, wire: str, nic_bandwidth: float, nic_effici
             from labcore.sim.tuner import MACHINES
 
             topo.nccl = MACHINES[tuner].with_ranks(nodes * gpus_per_node, nodes)
+        if net_latency_s is not None and nodes > 1:
+            topo.net_latency_s = net_latency_s
         return topo
     return build
 
@@ -201,22 +210,44 @@ ENTRIES = [
            nodes=2, tuner="dgx_b200_ib", sharp=True,
            sources=f"DGX B200 datasheet (8 x 400 Gb/s ConnectX-7); {GTC24} (NDR achievable 48); NCCL 2.30.7 "
                    "tuning.cc; tuner: derived like dgx_h100_ib (labcore.sim.tuner.machine)"),
+    Preset("oci_a100_roce", "Oracle Cloud BM.GPU4.8 nodes: 8 x A100 SXM 40 GB, 16 x 100 Gb/s RoCE (2 a GPU)",
+           _fabric("oci_a100_roce", "OCI BM.GPU4.8, 16 x 100 Gb/s RoCE",
+                   "100 Gb/s RoCE: 12.5 GB/s per NIC and direction, 16 a node (1.6 Tb/s), 2 a GPU; RDMA at GTC24's 0.96",
+                   TCP_100G_BW, nics=16, gpu="a100", tuner="dgx_a100_ib"),
+           nodes=2, nics_per_node=16, tuner="dgx_a100_ib", no_sharp=_ROCE_NO_SHARP,
+           # each GPU's two 100 Gb/s NICs carry what DGX A100's one 200 Gb/s NIC does, behind the same PCIe
+           # Gen4 path (24 GB/s), so NCCL's search finds DGX A100's rate a GPU
+           sources=f"OCI BM.GPU4.8 shape (8 x A100 40 GB, 1.6 Tb/s RDMA in 16 x 100 Gb/s RoCE NICs; oracle-quickstart/"
+                   f"oci-hpc-oke, tests/data); {GTC24} (RDMA achievable 0.96); NCCL 2.30.7 tuning.cc; tuner: "
+                   "dgx_a100_ib's derived graphs (the same rate a GPU)"),
+    Preset("gcp_a4", "Google Cloud A4 nodes (a4-highgpu-8g): 8 x B200, 8 x 400 Gb/s RoCE (3.2 Tb/s a node)",
+           _fabric("gcp_a4", "Google Cloud A4, 8 x 400 Gb/s RoCE",
+                   "400 Gb/s RoCE: 50 GB/s per NIC and direction, 48 achievable (GTC24's 400Gb RDMA)", NDR_BW,
+                   gpu="b200", tuner="dgx_b200_ib"),
+           nodes=2, tuner="dgx_b200_ib", no_sharp=_ROCE_NO_SHARP,
+           # as roce_8x400: NCCL drives the RoCE NICs through the IB verbs at NDR's speed, so its search
+           # finds DGX B200's graphs
+           sources=f"Google Cloud A4 machine type (8 x B200, 3.2 Tb/s RDMA over RoCE; dstack's GCP cluster page, "
+                   f"tests/data); {GTC24} (400Gb RDMA achievable 48); NCCL 2.30.7 tuning.cc; tuner: dgx_b200_ib's "
+                   "graphs (the same GPUs and NIC speed)"),
     # --- the machines people run: AWS EFA ----------------------------------------------------
     Preset("aws_p5", "AWS p5.48xlarge nodes: 8 x H100 SXM, 32 x 100 Gb/s EFA (4 a GPU)",
            _fabric("aws_p5", "AWS p5.48xlarge, 32 x 100 Gb/s EFA",
                    "EFA: 100 Gb/s = 12.5 GB/s per NIC and direction, 32 a node (3200 Gbps); RDMA at GTC24's 0.96",
-                   EFA_BW, nics=32, tuner="aws_p5"),
+                   EFA_BW, nics=32, tuner="aws_p5", net_latency_s=P5_EFA_LATENCY_S),
            nodes=2, nics_per_node=32, tuner="aws_p5", no_sharp=_EFA_NO_SHARP,
            sources=f"AWS p5 instance specification (8 x H100, 3200 Gbps EFA, 32 NICs); {GTC24} (RDMA achievable "
                    "0.96); aws-ofi-nccl src/platform-aws.cpp (latency 75 us); tests/data/infolog_aws_p5_h100_2node_"
-                   "efa.log (16 channels, 8 NVLS heads, 75 us); NCCL 2.30.7 tuning.cc"),
+                   "efa.log (16 channels, 8 NVLS heads, 75 us); NCCL 2.30.7 tuning.cc; EFA latency 23 us fitted on KeitaW's 2 x p5 "
+                   "run (tests/data)"),
     Preset("aws_p4de", "AWS p4de.24xlarge nodes: 8 x A100 SXM 80 GB, 4 x 100 Gb/s EFA",
            _fabric("aws_p4de", "AWS p4de.24xlarge, 4 x 100 Gb/s EFA",
                    "EFA: 100 Gb/s = 12.5 GB/s per NIC and direction, 4 a node (400 Gbps); RDMA at GTC24's 0.96",
-                   EFA_BW, nics=4, gpu="a100", tuner="aws_p4de"),
+                   EFA_BW, nics=4, gpu="a100", tuner="aws_p4de", net_latency_s=P4DE_EFA_LATENCY_S),
            nodes=2, nics_per_node=4, tuner="aws_p4de", no_sharp=_EFA_NO_SHARP,
            sources=f"AWS p4d/p4de instance specification (8 x A100, 400 Gbps EFA, 4 NICs); {GTC24} (RDMA "
-                   "achievable 0.96); aws-ofi-nccl src/platform-aws.cpp (latency 75 us); NCCL 2.30.7 tuning.cc"),
+                   "achievable 0.96); aws-ofi-nccl src/platform-aws.cpp (latency 75 us); NCCL 2.30.7 tuning.cc; EFA latency "
+                   "73.5 us fitted on awsome-distributed-training's 2 x p4de run (tests/data)"),
     Preset("uniform", "the textbook alpha-beta machine: every pair of ranks on its own link (1 us, 10 GB/s)",
            _textbook(topologies.uniform, groups=True), kind="textbook", no_tuner=_TEXTBOOK_TUNER,
            no_sharp="its switch reduces already (in_network runs on it); there is no network to add SHARP to",
