@@ -157,6 +157,8 @@ PINNED = {
         {"<=64KiB": 0.17, "64KiB-16MiB": 0.412, ">=16MiB": 0.475},
     ("published_allreduce_nccl_tests_290.txt", "best"): {">=16MiB": 0.067},
     ("published_allreduce_nccl_tests_290.txt", "tuner"): {">=16MiB": 0.067},
+    ("published_allreduce_nccl_tests_309_2nodes.txt", "best"): {"<=64KiB": 0.231, "64KiB-16MiB": 0.348, ">=16MiB": 0.264},
+    ("published_allreduce_nccl_tests_309_2nodes.txt", "tuner"): {"<=64KiB": 0.231, "64KiB-16MiB": 0.264, ">=16MiB": 0.118},
     ("published_allreduce_nccl_tests_309_2nodes_ring.txt", "best"): {"64KiB-16MiB": 0.848, ">=16MiB": 0.1},
     ("published_allreduce_nccl_tests_309_4nodes.txt", "best"):
         {"<=64KiB": 0.199, "64KiB-16MiB": 0.275, ">=16MiB": 0.08},
