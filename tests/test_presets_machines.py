@@ -127,10 +127,14 @@ def test_nvls_in_the_nodes_with_sharp_across_them_against_the_published_480(node
 # NCCL's mechanisms (labcore.sim.mechanisms.DEFAULT: channels at a size, chunk pipeline, tree correction,
 # the network's latency; benchmarks/fidelity_report.py, "best" and the tuner's pick; tests/data/README.md).
 # A regression fails; an improvement passes. Held-out tables are only measured here, never fitted; the
-# EFA presets' latencies are fitted on their calibration tables (the test below).
+# EFA and TCPXO presets' latencies are fitted on their calibration tables (the test below).
 PINNED = {
     ("nccl_tests_nccl-tests-119_step_bytes_footer.txt", "best"): {">=16MiB": 0.045},
     ("nccl_tests_nccl-tests-119_step_bytes_footer.txt", "tuner"): {">=16MiB": 0.122},
+    ("published_allreduce_a3mega_h100_2node_tcpxo.txt", "best"):
+        {"<=64KiB": 0.198, "64KiB-16MiB": 1.637, ">=16MiB": 2.584},
+    ("published_allreduce_a3mega_h100_2node_tcpxo.txt", "tuner"):
+        {"<=64KiB": 0.198, "64KiB-16MiB": 0.522, ">=16MiB": 1.079},
     ("published_allreduce_aws_p4de_a100_2node_efa.txt", "best"):
         {"<=64KiB": 0.266, "64KiB-16MiB": 0.815, ">=16MiB": 0.901},
     ("published_allreduce_aws_p4de_a100_2node_efa.txt", "tuner"):
@@ -248,8 +252,9 @@ def test_process_layout_recorded_and_played_by_the_host_time():
         assert topo.issue_s == expected, (e["file"], how)
 
 
-@pytest.mark.parametrize("preset, constant", [("aws_p5", "P5_EFA_LATENCY_S"), ("aws_p4de", "P4DE_EFA_LATENCY_S")])
-def test_each_efa_latency_is_the_fit_on_its_machines_calibration_tables(preset, constant):
+@pytest.mark.parametrize("preset, constant", [("aws_p5", "P5_EFA_LATENCY_S"), ("aws_p4de", "P4DE_EFA_LATENCY_S"),
+                                              ("a3_mega", "A3_MEGA_TCPXO_LATENCY_S")])
+def test_each_network_latency_is_the_fit_on_its_machines_calibration_tables(preset, constant):
     """The one parameter set from the published tables since the split: fitted on the calibration set
     only (tests/published.py fit_net_latency), and a fit that is given a held-out table refuses."""
     from labcore.sim.presets import catalog

@@ -106,7 +106,8 @@ def test_defaults_and_shapes():
         "a100_sxm8": (8, 1), "h100_sxm8": (8, 1), "h200_sxm8": (8, 1), "b200_sxm8": (8, 1),
         **{f"pcie{g}_gen{gen}{p2p}": (g, 1) for g in (4, 8) for gen in (4, 5) for p2p in ("", "_nop2p")},
         "dgx_a100_ib": (16, 2), "dgx_h200_ib": (16, 2), "dgx_b200_ib": (16, 2),
-        "aws_p5": (16, 2), "aws_p4de": (16, 2), "gcp_a4": (16, 2), "oci_a100_roce": (16, 2)}
+        "aws_p5": (16, 2), "aws_p4de": (16, 2), "gcp_a4": (16, 2), "oci_a100_roce": (16, 2),
+        "a3_mega": (16, 2)}
     for ranks, want in ((64, (8, 8)), (12, (2, 6)), (7, (1, 7)), (4, (1, 4))):
         assert presets.entry("dgx_h100_ib").shape(ranks) == want
     t = presets.topology("dgx_h100_ib", 8, gpus_per_node=4)           # 2 DGX H100 nodes running 4 GPUs each
@@ -158,7 +159,7 @@ def test_each_preset_is_priced_by_its_own_tuner_machine():
         "roce_8x400": "dgx_h100_ib", "a100_sxm8": "dgx_a100", "h100_sxm8": "dgx_h100", "h200_sxm8": "dgx_h200",
         "b200_sxm8": "dgx_b200", "dgx_a100_ib": "dgx_a100_ib", "dgx_h200_ib": "dgx_h200_ib",
         "dgx_b200_ib": "dgx_b200_ib", "aws_p5": "aws_p5", "aws_p4de": "aws_p4de", "gcp_a4": "dgx_b200_ib",
-        "oci_a100_roce": "dgx_a100_ib",
+        "oci_a100_roce": "dgx_a100_ib", "a3_mega": "gcp_a3mega",
         **{f"pcie{g}_gen{gen}{p2p}": f"pcie_gen{gen}{p2p}" for g in (4, 8) for gen in (4, 5) for p2p in ("", "_nop2p")}}
     # a replay on a topology object built from a preset uses that preset's tuner; one built by hand says why not
     rec = _recording()

@@ -26,6 +26,8 @@ EFA_BW = 12.5e9
 # run, p4de on awsome-distributed-training's 2 x p4de. aws-ofi-nccl tells NCCL 75 us on both (its tuner's
 # picks keep that); p5's second-generation EFA shows a third of it.
 P5_EFA_LATENCY_S, P4DE_EFA_LATENCY_S = 23e-6, 73.5e-6
+# GPUDirect-TCPXO's latency on a step across nodes, fitted the same way on the A3 Mega calibration table.
+A3_MEGA_TCPXO_LATENCY_S = 51.5e-6
 _EFA_NO_SHARP = "EFA's switches do not reduce (AWS offers no SHARP); NVLS inside the nodes is there"
 
 _TEXTBOOK_TUNER = "it is a textbook machine, and NCCL's tuner prices real GPUs from the graphs its search finds"
@@ -220,6 +222,16 @@ ENTRIES = [
            sources=f"OCI BM.GPU4.8 shape (8 x A100 40 GB, 1.6 Tb/s RDMA in 16 x 100 Gb/s RoCE NICs; oracle-quickstart/"
                    f"oci-hpc-oke, tests/data); {GTC24} (RDMA achievable 0.96); NCCL 2.30.7 tuning.cc; tuner: "
                    "dgx_a100_ib's derived graphs (the same rate a GPU)"),
+    Preset("a3_mega", "Google Cloud A3 Mega nodes (a3-megagpu-8g): 8 x H100, 8 x 200 Gb/s Ethernet through "
+           "GPUDirect-TCPXO (TCP, not RDMA)",
+           _fabric("a3_mega", "Google Cloud A3 Mega, 8 x 200 Gb/s TCPXO",
+                   "200 Gb/s Ethernet: 25 GB/s per NIC and direction, GPUDirect-TCPXO moving TCP payloads straight "
+                   "to GPU memory", HDR_BW, tuner="gcp_a3mega", net_latency_s=A3_MEGA_TCPXO_LATENCY_S),
+           nodes=2, tuner="gcp_a3mega", no_sharp="SHARP needs InfiniBand switches; this is TCP over Ethernet",
+           sources=f"Google Cloud A3 Mega machine type (8 x H100, 8 GPU NICs of 200 Gb/s, GPUDirect-TCPXO); {GTC24} "
+                   "(achievable 0.96 of the line rate, as RDMA: the calibration table's 8 GiB run says no less); "
+                   "NCCL 2.30.7 tuning.cc; TCPXO latency fitted on the A3 Mega calibration table (tests/data); "
+                   "tuner: derived (labcore.sim.tuner.machine, gcp_a3mega)"),
     Preset("gcp_a4", "Google Cloud A4 nodes (a4-highgpu-8g): 8 x B200, 8 x 400 Gb/s RoCE (3.2 Tb/s a node)",
            _fabric("gcp_a4", "Google Cloud A4, 8 x 400 Gb/s RoCE",
                    "400 Gb/s RoCE: 50 GB/s per NIC and direction, 48 achievable (GTC24's 400Gb RDMA)", NDR_BW,

@@ -363,6 +363,18 @@ _P4DE_EFA = dict(gpu="ampere", cpu_vendor="intel", nvswitch=True,
                  tree=TopoGraph(4, 12.0, type_intra="NVL", type_inter="PIX", same_channels=False,
                                 pattern="balanced_tree", latency_inter=EFA_LATENCY_US))
 
+# Google Cloud A3 Mega (a3-megagpu-8g): 8 x H100 SXM, 8 x 200 Gb/s Ethernet NICs a node, which NCCL drives
+# through the GPUDirect-TCPXO net plugin (Google Cloud's A3 Mega documentation), Intel Xeon hosts. Derived like
+# dgx_h100_ib (no INFO log of it in tests/data): NCCL counts a 200 Gb/s NIC as 25 GB/s, so the inter speed
+# array (sm90: ..., 30, 24, ...) gives 8 rings at 24 GB/s; NVLS: 8 heads at dgx_h100_ib's 40 GB/s intra, 24 inter.
+# What latency the plugin reports to NCCL is not known here (0).
+_H100_TCPXO = dict(gpu="hopper", cpu_vendor="intel", nvswitch=True,
+                   ring=TopoGraph(8, 24.0, type_intra="NVL", type_inter="PXN", same_channels=False),
+                   tree=TopoGraph(8, 24.0, type_intra="NVL", type_inter="PXN", same_channels=False,
+                                  pattern="balanced_tree"),
+                   nvls=TopoGraph(8, 40.0, 24.0, type_intra="NVL", type_inter="PIX", same_channels=False,
+                                  pattern="nvls"))
+
 
 def _pcie(bw: float, name: str) -> Machine:
     """A PCIe box (no NVLink): one ring and one tree through the CPUs, at ``bw`` GB/s a channel."""
@@ -410,6 +422,7 @@ MACHINES: dict[str, Machine] = _Machines({
     "dgx_b200_ib": Machine(16, 2, name="2 DGX B200 nodes, 8 x 400 Gb/s InfiniBand each", **_B200_IB),
     "aws_p5": Machine(16, 2, name="2 AWS p5.48xlarge, 32 x 100 Gb/s EFA each", **_P5_EFA),
     "aws_p4de": Machine(16, 2, name="2 AWS p4de.24xlarge, 4 x 100 Gb/s EFA each", **_P4DE_EFA),
+    "gcp_a3mega": Machine(16, 2, name="2 Google Cloud A3 Mega, 8 x 200 Gb/s GPUDirect-TCPXO each", **_H100_TCPXO),
     # PCIe boxes. Without P2P (GPUs exchange through host memory, NCCL's SHM transport): the graphs
     # NCCL printed for 8 x RTX 4090, whose GeForce cards have no P2P (nccl-tests#307, the pcie_4090
     # machine: 1 channel at 5 GB/s, type SYS; two coll channels, as the P2P-less box of pytorch#72835
