@@ -279,11 +279,12 @@ def fit_net_latency(entries: list[dict], algorithm: str = "tuner") -> tuple[floa
                   for r in published_rows(e) if band_of(r["size"]) == BANDS[0]]
 
     def error(latency_s):
-        total = 0.0
+        total, moved = 0.0, {}
         for e, topo, size, inverse_busbw in cases:
-            topo = copy.copy(topo)
-            topo.net_latency_s = latency_s
-            busbw, _ = simulated_busbw(e, topo, size, algorithm)
+            if id(topo) not in moved:          # one copy a table (the simulator keeps a tree's peak per topology)
+                moved[id(topo)] = copy.copy(topo)
+                moved[id(topo)].net_latency_s = latency_s
+            busbw, _ = simulated_busbw(e, moved[id(topo)], size, algorithm)
             total += math.log(busbw * inverse_busbw) ** 2
         return total
 

@@ -132,43 +132,45 @@ PINNED = {
     ("nccl_tests_nccl-tests-119_step_bytes_footer.txt", "best"): {">=16MiB": 0.045},
     ("nccl_tests_nccl-tests-119_step_bytes_footer.txt", "tuner"): {">=16MiB": 0.122},
     ("published_allreduce_a3mega_h100_2node_tcpxo.txt", "best"):
-        {"<=64KiB": 0.198, "64KiB-16MiB": 1.637, ">=16MiB": 2.584},
+        {"<=64KiB": 0.198, "64KiB-16MiB": 0.999, ">=16MiB": 1.438},
     ("published_allreduce_a3mega_h100_2node_tcpxo.txt", "tuner"):
         {"<=64KiB": 0.198, "64KiB-16MiB": 0.522, ">=16MiB": 1.079},
     ("published_allreduce_aws_p4de_a100_2node_efa.txt", "best"):
-        {"<=64KiB": 0.266, "64KiB-16MiB": 0.815, ">=16MiB": 0.901},
+        {"<=64KiB": 0.266, "64KiB-16MiB": 0.147, ">=16MiB": 0.393},
     ("published_allreduce_aws_p4de_a100_2node_efa.txt", "tuner"):
         {"<=64KiB": 0.266, "64KiB-16MiB": 0.384, ">=16MiB": 0.393},
     ("published_allreduce_aws_p5_h100_2node_efa.txt", "best"):
-        {"<=64KiB": 0.412, "64KiB-16MiB": 0.402, ">=16MiB": 0.559},
+        {"<=64KiB": 0.412, "64KiB-16MiB": 0.271, ">=16MiB": 0.353},
     ("published_allreduce_aws_p5_h100_2node_efa.txt", "tuner"):
-        {"<=64KiB": 0.412, "64KiB-16MiB": 0.402, ">=16MiB": 0.559},
+        {"<=64KiB": 0.412, "64KiB-16MiB": 0.271, ">=16MiB": 0.353},
     ("published_allreduce_azure_nd_a100_v4.txt", "best"): {"<=64KiB": 0.494, "64KiB-16MiB": 0.554, ">=16MiB": 0.509},
     ("published_allreduce_azure_nd_a100_v4.txt", "tuner"): {"<=64KiB": 0.494, "64KiB-16MiB": 0.554, ">=16MiB": 0.509},
     ("published_allreduce_azure_nd_h100_v5.txt", "best"): {"<=64KiB": 0.406, "64KiB-16MiB": 0.433, ">=16MiB": 0.081},
     ("published_allreduce_azure_nd_h100_v5.txt", "tuner"): {"<=64KiB": 0.406, "64KiB-16MiB": 0.433, ">=16MiB": 0.081},
     ("published_allreduce_azure_nd_h200_v5.txt", "best"): {"<=64KiB": 0.039, "64KiB-16MiB": 0.155, ">=16MiB": 0.062},
     ("published_allreduce_azure_nd_h200_v5.txt", "tuner"): {"<=64KiB": 0.039, "64KiB-16MiB": 0.155, ">=16MiB": 0.062},
-    ("published_allreduce_dstack_gcp_a4_b200_2node_roce.txt", "best"): {"64KiB-16MiB": 0.846, ">=16MiB": 0.616},
+    ("published_allreduce_dstack_gcp_a4_b200_2node_roce.txt", "best"): {"64KiB-16MiB": 0.304, ">=16MiB": 0.437},
     ("published_allreduce_dstack_gcp_a4_b200_2node_roce.txt", "tuner"): {"64KiB-16MiB": 0.35, ">=16MiB": 0.281},
     ("published_allreduce_dstack_lambda_b200_2node_ib.txt", "best"):
-        {"<=64KiB": 0.632, "64KiB-16MiB": 1.75, ">=16MiB": 0.445},
+        {"<=64KiB": 0.632, "64KiB-16MiB": 1.75, ">=16MiB": 0.462},
     ("published_allreduce_dstack_lambda_b200_2node_ib.txt", "tuner"):
-        {"<=64KiB": 0.632, "64KiB-16MiB": 1.322, ">=16MiB": 0.184},
+        {"<=64KiB": 0.632, "64KiB-16MiB": 1.111, ">=16MiB": 0.184},
     ("published_allreduce_keitaw_p5_h100_2node_efa.txt", "best"):
-        {"<=64KiB": 0.17, "64KiB-16MiB": 0.412, ">=16MiB": 0.512},
+        {"<=64KiB": 0.17, "64KiB-16MiB": 0.299, ">=16MiB": 0.28},
     ("published_allreduce_keitaw_p5_h100_2node_efa.txt", "tuner"):
-        {"<=64KiB": 0.17, "64KiB-16MiB": 0.412, ">=16MiB": 0.475},
+        {"<=64KiB": 0.17, "64KiB-16MiB": 0.28, ">=16MiB": 0.28},
     ("published_allreduce_nccl_tests_290.txt", "best"): {">=16MiB": 0.067},
     ("published_allreduce_nccl_tests_290.txt", "tuner"): {">=16MiB": 0.067},
-    ("published_allreduce_nccl_tests_309_2nodes.txt", "best"): {"<=64KiB": 0.231, "64KiB-16MiB": 0.348, ">=16MiB": 0.264},
-    ("published_allreduce_nccl_tests_309_2nodes.txt", "tuner"): {"<=64KiB": 0.231, "64KiB-16MiB": 0.264, ">=16MiB": 0.118},
+    ("published_allreduce_nccl_tests_309_2nodes.txt", "best"):
+        {"<=64KiB": 0.231, "64KiB-16MiB": 0.321, ">=16MiB": 0.184},
+    ("published_allreduce_nccl_tests_309_2nodes.txt", "tuner"):
+        {"<=64KiB": 0.231, "64KiB-16MiB": 0.238, ">=16MiB": 0.118},
     ("published_allreduce_nccl_tests_309_2nodes_ring.txt", "best"): {"64KiB-16MiB": 0.848, ">=16MiB": 0.1},
     ("published_allreduce_nccl_tests_309_4nodes.txt", "best"):
         {"<=64KiB": 0.199, "64KiB-16MiB": 0.275, ">=16MiB": 0.08},
     ("published_allreduce_nccl_tests_309_4nodes.txt", "tuner"):
         {"<=64KiB": 0.199, "64KiB-16MiB": 0.275, ">=16MiB": 0.273},
-    ("published_allreduce_oci_a100_2node_roce.txt", "best"): {"<=64KiB": 0.709, "64KiB-16MiB": 0.513, ">=16MiB": 0.461},
+    ("published_allreduce_oci_a100_2node_roce.txt", "best"): {"<=64KiB": 0.709, "64KiB-16MiB": 0.513, ">=16MiB": 0.194},
     ("published_allreduce_oci_a100_2node_roce.txt", "tuner"):
         {"<=64KiB": 0.709, "64KiB-16MiB": 0.513, ">=16MiB": 0.194},
     ("published_allreduce_wutz_h100_2node_ib_ring.txt", "best"): {">=16MiB": 0.055},

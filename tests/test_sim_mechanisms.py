@@ -112,3 +112,41 @@ def test_net_overhead_floor_only_on_rings_across_nodes_when_asked():
                         mechanisms="all")
     assert slow.time_s > sim.simulate("all_reduce", "ring", 16, 1 << 12, topology=h100, protocol="LL",
                                       values=False).time_s
+
+
+def test_a_trees_bus_bandwidth_is_capped_where_nccl_caps_it():
+    """NCCL caps a Tree all-reduce's busBw at nChannels x perChMaxTreeLL128Bw (and 120/128) for LL128:
+    on 2 x p5, 8 x 36.7 GB/s = 293.6, 275 in nccl-tests' busbw. The simulator's peak would pass it (its NICs
+    carry less than its NVLink chain); with "caps" the tree runs at NCCL's figure; where the simulator is
+    already below NCCL's cap (4 x DGX H100), nothing changes; one node has no such cap."""
+    t = sim.presets.topology("aws_p5", 16)
+    cap = mechanisms.tree_cap(t.nccl, "LL128")
+    assert cap == pytest.approx(8 * 36.7e9 * 0.5 * 2 * 15 / 16)
+    capped = sim.simulate("all_reduce", "double_tree", 16, 1 << 30, topology=t, protocol="LL128", values=False)
+    free = sim.simulate("all_reduce", "double_tree", 16, 1 << 30, topology=t, protocol="LL128", values=False,
+                        mechanisms=("channels", "chunks", "correction", "netlatency"))
+    assert capped.busbw * 1e9 == pytest.approx(cap, rel=0.01) and free.busbw * 1e9 > 1.1 * cap
+    four = sim.presets.topology("dgx_h100_ib", 32, nodes=4)
+    on, off = (sim.simulate("all_reduce", "double_tree", 32, 8 << 20, topology=four, protocol="LL128", values=False,
+                            mechanisms=m) for m in ("default", ("channels", "chunks", "correction", "netlatency")))
+    assert on.busbw * 1e9 < mechanisms.tree_cap(four.nccl, "LL128") and on.time_s == off.time_s
+    assert mechanisms.tree_cap(topologies.nvswitch(8).nccl, "LL128") is None
+    # LL is left to its links: the cap would be charged on every hop of a small message's tree
+    deep = sim.presets.topology("dgx_h100_ib", 512, nodes=64)
+    ll = [sim.simulate("all_reduce", "double_tree", 512, 8 << 10, topology=deep, protocol="LL", values=False,
+                       mechanisms=m).time_s for m in ("default", ("channels", "chunks", "correction", "netlatency"))]
+    assert ll[0] == ll[1]
+
+
+def test_the_trees_peak_is_not_reused_by_a_copy_that_changed_the_network():
+    import copy
+
+    t = sim.presets.topology("aws_p5", 16)
+    sim.simulate("all_reduce", "double_tree", 16, 16 << 20, topology=t, protocol="LL128", values=False)
+    told = copy.copy(t)
+    told.net_latency_s = 75e-6
+    fresh = sim.presets.topology("aws_p5", 16)
+    fresh.net_latency_s = 75e-6
+    a, b = (sim.simulate("all_reduce", "double_tree", 16, 16 << 20, topology=x, protocol="LL128", values=False)
+            for x in (told, fresh))
+    assert a.time_s == b.time_s

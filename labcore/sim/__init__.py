@@ -17,6 +17,7 @@ Example
 from __future__ import annotations
 
 import inspect
+import weakref
 
 import numpy as np
 
@@ -72,7 +73,8 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
         "channels", NCCL's channels at a size; "chunks", its chunk pipeline; "correction", its
         tree correction factor; "netlatency", the net plugin's latency on every step across nodes;
         "plateau", the multi-node Ring/Simple latency; "netoverhead", a multi-node ring's floor on
-        its NVLink steps): "default" (all but the plateau and netoverhead,
+        its NVLink steps; "caps", NCCL's bus bandwidth caps on a tree across nodes): "default" (all
+        but the plateau and netoverhead,
         :data:`labcore.sim.mechanisms.DEFAULT`), "all", () for none, or a tuple of names.
     **options : passed to the schedule builder (``root``, ``pipeline``, ``order``, ``channels``,
         ``gpus_per_node``). Left out, they come from the topology: its nodes (hierarchical and
@@ -106,6 +108,8 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
         for proto in _protocols(topo, algo, protocol):
             view = topo if proto is None else topo.with_protocol(proto, algo)
             adj = mechanisms_.adjust(op, algo, proto, nbytes, topo, options, which)
+            if "caps" in which and adj.nccl_algorithm == "Tree" and proto != "LL":
+                adj = _capped(op, algo, proto, topo, options, which, adj)
             view = mechanisms_.apply(view, adj)
             given = {**options, **{k: v for k, v in (("channels", adj.channels), ("pipeline", adj.pipeline))
                                    if v is not None}}
@@ -131,6 +135,29 @@ def simulate(op: str, algorithm: str = "ring", ranks: int = 8, nbytes: float = 1
     if values:
         engine._move_values(trace, elements, seed)
     return trace
+
+
+_TREE_PEAKS = weakref.WeakKeyDictionary()
+
+
+def _capped(op, algo, proto, topo, options, which, adj):
+    """The adjustment with every link slowed so that the tree's peak busbw (at PEAK_BYTES, without this
+    mechanism) is at most NCCL's bus bandwidth for it (mechanism "caps", LL128 and Simple: NCCL caps
+    the collective's busBw, not one kind of link). The peak is kept per topology object and what a
+    copy may change."""
+    import dataclasses
+
+    cap = mechanisms_.tree_cap(topo.nccl, proto)
+    if cap is None:
+        return adj
+    rest = tuple(m for m in which if m != "caps")
+    key = (op, algo, proto, rest, tuple(sorted(options.items())), topo.net_latency_s, topo.issue_s)
+    peaks = _TREE_PEAKS.setdefault(topo, {})
+    if key not in peaks:
+        peaks[key] = simulate(op, algo, topo.ranks, mechanisms_.PEAK_BYTES, topology=topo, values=False,
+                              protocol=proto, mechanisms=rest, **options).busbw * 1e9
+    scale = min(1.0, cap / peaks[key])
+    return dataclasses.replace(adj, bandwidth_scale=adj.bandwidth_scale * scale)
 
 
 def _check(op, algorithm, ranks, nbytes, elements, options) -> None:

@@ -31,6 +31,15 @@ presets built on NVSwitch nodes):
   posts to the proxy): ``netOverhead`` 1 us on Intel hosts, 2 us on AMD, x3 for Simple
   (getNetOverhead, tuning.cc:226-234; applied 402-412). The simulator raises a multi-node ring's
   NVLink hops to it.
+* ``"caps"`` -- NCCL's per-protocol caps on a Tree all-reduce across nodes (tuning.cc:306-382:
+  ``min(0.92 busBw, nChannels x perChMaxTreeBw)``, LL128's ``120/128`` and ``nChannels x
+  perChMaxTreeLL128Bw``) bound the collective's bus bandwidth, not one kind of link: the simulator
+  slows every link by the factor that brings the tree's peak busbw (simulated at
+  :data:`PEAK_BYTES`) down to NCCL's (:func:`tree_cap`), where it is above it. The NIC-side fractions
+  of the presets (``labcore.sim.topologies``) do not bind a 2-node tree, whose NICs carry less than
+  its NVLink chain. Not for LL: its cap (``busBw / 3.8``, ``llMaxBw``) is far below the links, and
+  slower links would charge LL's small messages the cap on every hop of the tree, where NCCL's model
+  charges it once (LL forwards each 8-byte line as it arrives).
 * ``"correction"`` -- NCCL's own size-indexed factor on a tree all-reduce's bandwidth,
   ``treeCorrectionFactor[protocol][log2(S / 64)]`` (0.4-1.0, the table at tuning.cc:620-627,
   applied at 638-645; NVLSTree likewise on Blackwell with x86 hosts): its admission that trees run
@@ -39,8 +48,9 @@ presets built on NVSwitch nodes):
 
 The kernel launch and host time (mechanism 4 of the design note) is the topology's ``issue_s``
 (one process driving 8 GPUs: 30 us; one process per GPU: none), the per-protocol bandwidth caps
-(mechanism 3) are the protocols' efficiencies, and the network proxy's per-step latencies
-(mechanism 5) are the protocols' NET hop latencies; they are not switched here.
+(mechanism 3) are the protocols' efficiencies (and, for trees across nodes, ``"caps"``), and the
+network proxy's per-step latencies (mechanism 5) are the protocols' NET hop latencies; they are not
+switched here.
 
 Example
 -------
@@ -60,16 +70,17 @@ import numpy as np
 from labcore.sim.tuner import constants as C
 from labcore.sim.tuner.model import channels_at
 
-MECHANISMS = ("channels", "chunks", "plateau", "correction", "netlatency", "netoverhead")
+MECHANISMS = ("channels", "chunks", "plateau", "correction", "netlatency", "netoverhead", "caps")
 """The mechanisms the simulator can play (``simulate(..., mechanisms=...)``)."""
-DEFAULT = ("channels", "chunks", "correction", "netlatency")
+DEFAULT = ("channels", "chunks", "correction", "netlatency", "caps")
 """What :func:`labcore.sim.simulate` plays unless told. Chosen on the calibration tables only: the tree
 correction brings 3 (tuner's picks) and 5 (fastest schedule) more of their sizes within the goal; the
 ring plateau is left out, since it brings none closer and puts the forced-ring calibration table
 (nccl-tests#309, 2 nodes) 12% slow at 256 MiB (tests/data/README.md, "After the mid-size mechanisms");
 the network's latency brings 18 (tuner) and 19 (fastest) more, all of the AWS p4de table; the ring's
 netOverhead floor is left out, since it moves no size of either set (tests/data/README.md, "After the
-network and launch mechanisms")."""
+network and launch mechanisms"); the trees' bus bandwidth caps bring 2 more under NCCL's picks (one fewer
+with the fastest schedule; tests/data/README.md, "After a second p5 table ...")."""
 
 NVLS_CHUNK_BYTES = 128 << 10            # NCCL_NVLS_CHUNKSIZE default, src/transport/nvls.cc:160
 NVLS_TREE_MAX_CHUNK_BYTES = 64 << 10    # nvlsTreeMaxChunkSize from 4 nodes, nvls.cc:226-229
@@ -226,6 +237,22 @@ def _network(which, machine, algorithm: str, protocol: str, measured_s: float | 
             if machine.cpu_arch == "x86" else C.NET_OVERHEAD_DEFAULT_US
         out["intra_floor_s"] = overhead * (3 if protocol == "Simple" else 1) * 1e-6
     return out
+
+
+PEAK_BYTES = 1 << 30    # where a tree's all-reduce is bandwidth-bound: its busbw there is its peak
+
+
+def tree_cap(machine, protocol: str) -> float | None:
+    """NCCL's bus bandwidth for a Tree all-reduce with ``protocol`` on ``machine``, in nccl-tests'
+    busbw (B/s): the tuner's algorithm bandwidth (tuning.cc:306-382, its per-channel caps
+    perChMaxTreeBw and perChMaxTreeLL128Bw, 0.92 and 120/128, LL's 1/3.8 and llMaxBw) times
+    2(n-1)/n. None where NCCL has no such entry (one node, or the tuner skips it)."""
+    from labcore.sim.tuner.model import tune
+
+    if machine.nodes < 2:
+        return None
+    algbw = tune(machine).bandwidth.get(("AllReduce", "Tree", protocol), 0.0)
+    return algbw * 1e9 * 2 * (machine.ranks - 1) / machine.ranks if algbw > 0 else None
 
 
 def _corrected(machine, algorithm: str) -> bool:

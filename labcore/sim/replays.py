@@ -589,7 +589,11 @@ def _simulate(cache, op, algo, placed, nbytes, topo, protocol):
 
     key = (op, algo, tuple(placed), nbytes, protocol)
     if key not in cache:
-        placed_topo = _Placed(topo, placed)
+        # one placed topology per group of ranks: what the simulator keeps per topology (a tree's peak) is reused
+        group = ("placed", tuple(placed))
+        if group not in cache:
+            cache[group] = _Placed(topo, placed)
+        placed_topo = cache[group]
         proto = protocol if protocol in placed_topo.protocols else ("auto" if placed_topo.protocols else None)
         try:
             try:

@@ -167,7 +167,8 @@ def channels_by_size(op: str, machines: dict, sizes=None) -> go.Figure:
 
 
 MECHANISM_STEPS = ((), ("channels",), ("channels", "chunks"), ("channels", "chunks", "correction"),
-                   ("channels", "chunks", "correction", "plateau"))
+                   ("channels", "chunks", "correction", "caps"),
+                   ("channels", "chunks", "correction", "caps", "plateau"))
 """The mechanisms switched on in turn by :func:`mechanism_effects` (:data:`labcore.sim.mechanisms.MECHANISMS`)."""
 
 
@@ -182,7 +183,8 @@ def mechanism_effects(topologies: dict, sizes=None) -> go.Figure:
     """All-reduce busbw against size as the simulator plays NCCL's pick, with NCCL's mid-size
     mechanisms (:mod:`labcore.sim.mechanisms`) switched on one after another: none, the channels
     NCCL runs at a size, its chunk pipeline, its tree correction (which replaces the trees' chunk
-    fill: the simulator's default), then the multi-node ring plateau. One panel per
+    fill), its bus bandwidth caps on trees across nodes (the simulator's default, less the network's
+    latency, which InfiniBand reports as 0), then the multi-node ring plateau. One panel per
     topology (label -> a topology that knows its NCCL machine, e.g. ``topologies.nvswitch(8)``).
 
     Example
@@ -190,14 +192,14 @@ def mechanism_effects(topologies: dict, sizes=None) -> go.Figure:
     >>> from labcore.sim import topologies
     >>> fig = mechanism_effects({"8 x H100": topologies.nvswitch(8, issue_s=0)}, [1 << 16, 1 << 20])
     >>> len(fig.data)
-    5
+    6
     """
     import labcore.sim as sim
 
     sizes = [1 << k for k in range(12, 29, 2)] if sizes is None else list(sizes)
     fig = make_subplots(rows=1, cols=len(topologies), subplot_titles=list(topologies), horizontal_spacing=0.08)
-    names = ["no mechanism", "+ channels at a size", "+ chunk pipeline", "+ tree correction (default)",
-             "+ ring plateau"]
+    names = ["no mechanism", "+ channels at a size", "+ chunk pipeline", "+ tree correction",
+             "+ tree caps (default)", "+ ring plateau"]
     for col, topo in enumerate(topologies.values(), start=1):
         if getattr(topo, "nccl", None) is None:
             raise ValueError(f"{topo.name!r} does not know its NCCL machine; build it with labcore.sim.topologies."

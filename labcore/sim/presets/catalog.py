@@ -214,7 +214,8 @@ ENTRIES = [
                    "tuning.cc; tuner: derived like dgx_h100_ib (labcore.sim.tuner.machine)"),
     Preset("oci_a100_roce", "Oracle Cloud BM.GPU4.8 nodes: 8 x A100 SXM 40 GB, 16 x 100 Gb/s RoCE (2 a GPU)",
            _fabric("oci_a100_roce", "OCI BM.GPU4.8, 16 x 100 Gb/s RoCE",
-                   "100 Gb/s RoCE: 12.5 GB/s per NIC and direction, 16 a node (1.6 Tb/s), 2 a GPU; RDMA at GTC24's 0.96",
+                   "100 Gb/s RoCE: 12.5 GB/s per NIC and direction, 16 a node (1.6 Tb/s), 2 a GPU; RDMA at GTC24's "
+                   "0.96",
                    TCP_100G_BW, nics=16, gpu="a100", tuner="dgx_a100_ib"),
            nodes=2, nics_per_node=16, tuner="dgx_a100_ib", no_sharp=_ROCE_NO_SHARP,
            # each GPU's two 100 Gb/s NICs carry what DGX A100's one 200 Gb/s NIC does, behind the same PCIe
@@ -250,16 +251,16 @@ ENTRIES = [
            nodes=2, nics_per_node=32, tuner="aws_p5", no_sharp=_EFA_NO_SHARP,
            sources=f"AWS p5 instance specification (8 x H100, 3200 Gbps EFA, 32 NICs); {GTC24} (RDMA achievable "
                    "0.96); aws-ofi-nccl src/platform-aws.cpp (latency 75 us); tests/data/infolog_aws_p5_h100_2node_"
-                   "efa.log (16 channels, 8 NVLS heads, 75 us); NCCL 2.30.7 tuning.cc; EFA latency 23 us fitted on KeitaW's 2 x p5 "
-                   "run (tests/data)"),
+                   "efa.log (16 channels, 8 NVLS heads, 75 us); NCCL 2.30.7 tuning.cc; EFA latency 23 us fitted "
+                   "on KeitaW's 2 x p5 run (tests/data)"),
     Preset("aws_p4de", "AWS p4de.24xlarge nodes: 8 x A100 SXM 80 GB, 4 x 100 Gb/s EFA",
            _fabric("aws_p4de", "AWS p4de.24xlarge, 4 x 100 Gb/s EFA",
                    "EFA: 100 Gb/s = 12.5 GB/s per NIC and direction, 4 a node (400 Gbps); RDMA at GTC24's 0.96",
                    EFA_BW, nics=4, gpu="a100", tuner="aws_p4de", net_latency_s=P4DE_EFA_LATENCY_S),
            nodes=2, nics_per_node=4, tuner="aws_p4de", no_sharp=_EFA_NO_SHARP,
            sources=f"AWS p4d/p4de instance specification (8 x A100, 400 Gbps EFA, 4 NICs); {GTC24} (RDMA "
-                   "achievable 0.96); aws-ofi-nccl src/platform-aws.cpp (latency 75 us); NCCL 2.30.7 tuning.cc; EFA latency "
-                   "73.5 us fitted on awsome-distributed-training's 2 x p4de run (tests/data)"),
+                   "achievable 0.96); aws-ofi-nccl src/platform-aws.cpp (latency 75 us); NCCL 2.30.7 tuning.cc; "
+                   "EFA latency 73.5 us fitted on awsome-distributed-training's 2 x p4de run (tests/data)"),
     Preset("uniform", "the textbook alpha-beta machine: every pair of ranks on its own link (1 us, 10 GB/s)",
            _textbook(topologies.uniform, groups=True), kind="textbook", no_tuner=_TEXTBOOK_TUNER,
            no_sharp="its switch reduces already (in_network runs on it); there is no network to add SHARP to",
