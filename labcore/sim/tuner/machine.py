@@ -368,12 +368,10 @@ _P4DE_EFA = dict(gpu="ampere", cpu_vendor="intel", nvswitch=True,
 # dgx_h100_ib (no INFO log of it in tests/data): NCCL counts a 200 Gb/s NIC as 25 GB/s, so the inter speed
 # array (sm90: ..., 30, 24, ...) gives 8 rings at 24 GB/s; NVLS: 8 heads at dgx_h100_ib's 40 GB/s intra, 24 inter.
 # What latency the plugin reports to NCCL is not known here (0).
-_H100_TCPXO = dict(gpu="hopper", cpu_vendor="intel", nvswitch=True,
-                   ring=TopoGraph(8, 24.0, type_intra="NVL", type_inter="PXN", same_channels=False),
-                   tree=TopoGraph(8, 24.0, type_intra="NVL", type_inter="PXN", same_channels=False,
-                                  pattern="balanced_tree"),
-                   nvls=TopoGraph(8, 40.0, 24.0, type_intra="NVL", type_inter="PIX", same_channels=False,
-                                  pattern="nvls"))
+_H100_TCPXO = {**_H100_IB,
+               "ring": replace(_H100_IB["ring"], bw_intra=24.0, bw_inter=24.0),
+               "tree": replace(_H100_IB["tree"], bw_intra=24.0, bw_inter=24.0),
+               "nvls": replace(_H100_IB["nvls"], bw_inter=24.0)}
 
 
 def _pcie(bw: float, name: str) -> Machine:
