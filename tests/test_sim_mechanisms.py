@@ -150,3 +150,7 @@ def test_the_trees_peak_is_not_reused_by_a_copy_that_changed_the_network():
     a, b = (sim.simulate("all_reduce", "double_tree", 16, 16 << 20, topology=x, protocol="LL128", values=False)
             for x in (told, fresh))
     assert a.time_s == b.time_s
+    # a builder option that is a list (a rank order) is part of what the peak is kept for
+    order = list(range(16))[::-1]
+    assert sim.simulate("all_reduce", "double_tree", 16, 1 << 20, topology=t, protocol="LL128", values=False,
+                        order=order).time_s > 0

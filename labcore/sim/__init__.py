@@ -151,7 +151,8 @@ def _capped(op, algo, proto, topo, options, which, adj):
     if cap is None:
         return adj
     rest = tuple(m for m in which if m != "caps")
-    key = (op, algo, proto, rest, tuple(sorted(options.items())), topo.net_latency_s, topo.issue_s)
+    key = (op, algo, proto, rest, tuple(sorted((k, str(v)) for k, v in options.items())), topo.net_latency_s,
+           topo.issue_s)
     peaks = _TREE_PEAKS.setdefault(topo, {})
     if key not in peaks:
         peaks[key] = simulate(op, algo, topo.ranks, mechanisms_.PEAK_BYTES, topology=topo, values=False,
