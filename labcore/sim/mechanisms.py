@@ -68,7 +68,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from labcore.sim.tuner import constants as C
-from labcore.sim.tuner.model import channels_at
+from labcore.sim.tuner.model import channels_at, tune
 
 MECHANISMS = ("channels", "chunks", "plateau", "correction", "netlatency", "netoverhead", "caps")
 """The mechanisms the simulator can play (``simulate(..., mechanisms=...)``)."""
@@ -247,8 +247,6 @@ def tree_cap(machine, protocol: str) -> float | None:
     busbw (B/s): the tuner's algorithm bandwidth (tuning.cc:306-382, its per-channel caps
     perChMaxTreeBw and perChMaxTreeLL128Bw, 0.92 and 120/128, LL's 1/3.8 and llMaxBw) times
     2(n-1)/n. None where NCCL has no such entry (one node, or the tuner skips it)."""
-    from labcore.sim.tuner.model import tune
-
     if machine.nodes < 2:
         return None
     algbw = tune(machine).bandwidth.get(("AllReduce", "Tree", protocol), 0.0)
