@@ -248,6 +248,62 @@ def test_backend_profiling_names_give_op_and_peer():
     assert _op_name("gloo:all_reduce") == ("all_reduce", -1) and _op_name("gloo:send") == ("send", -1)
 
 
+# Two DDP steps of one rank (16 KiB buckets, dp.DEEP, float32), recorded on 2 cores with 3 busy loops, the
+# times in us from the first entry: flight-recorder entries (record_id, created, input length) and gloo's
+# runs (worker thread, start, end, input length). Thread 3 began the second bucket 5 us before thread 2
+# began the first.
+_ENTRIES = [(14, 0.0, 17802), (15, 99.7, 16512), (16, 318.2, 16512), (17, 428.9, 16512), (18, 514.5, 16512),
+            (19, 611.1, 16512), (20, 697.5, 16512), (21, 743.9, 8320), (22, 25639.7, 17802), (23, 25785.4, 16512),
+            (24, 25870.7, 16512), (25, 25927.6, 16512), (26, 25982.5, 16512), (27, 26038.3, 16512),
+            (28, 26091.5, 16512), (29, 26135.0, 8320)]
+_RUNS = [(3, 124.6, 17650.1, 16512), (2, 129.9, 17781.0, 17802), (3, 17665.5, 21777.1, 16512),
+         (2, 17791.0, 21783.2, 16512), (3, 21784.0, 22042.6, 16512), (2, 21790.2, 22267.4, 16512),
+         (3, 22047.4, 22278.5, 16512), (2, 22271.6, 22462.4, 8320), (3, 25653.0, 33690.5, 17802),
+         (2, 25810.4, 33686.3, 16512), (2, 33692.6, 37795.2, 16512), (3, 33700.0, 41619.8, 16512),
+         (2, 37801.0, 38047.6, 16512), (2, 38052.0, 41530.1, 16512), (2, 41535.7, 53553.1, 16512),
+         (3, 41624.4, 53589.6, 8320)]
+
+
+def _fr_entries(rows, group="0"):
+    return [dict(record_id=i, process_group=(group, "pg"), profiling_name="gloo:all_reduce",
+                 time_created_ns=round(t * 1e3), input_sizes=[[n]]) for i, t, n in rows]
+
+
+def _gloo_runs(rows):
+    return [("gloo:all_reduce", thread, round(a * 1e3), round(b * 1e3), [[n]], ["float"]) for thread, a, b, n in rows]
+
+
+def test_gloo_runs_begun_out_of_queue_order_pair_with_their_own_entries():
+    """gloo's worker threads take work in queue order but can begin it out of order; each thread's runs
+    are its own collectives in queue order (it serves one group), so that is what the pairing must give."""
+    from labcore.live.recorder import _match_runs
+
+    paired = _match_runs(_fr_entries(_ENTRIES), _gloo_runs(_RUNS))
+    assert len(paired) == len(_ENTRIES)
+    by_thread = {}
+    for thread, a, _, n in _RUNS:
+        rid = next(i for i, v in paired.items() if v[0] == round(a * 1e3))
+        assert dict((i, m) for i, _, m in _ENTRIES)[rid] == n
+        by_thread.setdefault(thread, []).append(rid)
+    assert by_thread == {3: [15, 16, 18, 20, 22, 25, 29], 2: [14, 17, 19, 21, 23, 24, 26, 27, 28]}
+
+
+def test_gloo_runs_pair_within_their_group_and_never_before_their_entry():
+    from labcore.live.recorder import _match_runs
+
+    # two groups queue the same shapes; each has its own two threads, and their runs interleave
+    entries = _fr_entries([(0, 0, 4), (1, 1, 8)], "0") + _fr_entries([(2, 2, 4), (3, 3, 8)], "1")
+    runs = _gloo_runs([(1, 10, 20, 4), (3, 11, 21, 4), (2, 12, 22, 8), (4, 13, 23, 8),
+                       (1, 30, 40, 4)])      # group 0's thread, again: a run no entry of the window made
+    paired = _match_runs(entries, runs)
+    assert paired == {0: (10_000, 20_000), 2: (11_000, 21_000), 1: (12_000, 22_000), 3: (13_000, 23_000)}
+    # a run that began before every entry (a collective queued before the recording) pairs with none
+    early = _gloo_runs([(1, -2000, -1000, 4)]) + runs
+    assert _match_runs(entries, early) == paired
+    # a run whose shape no entry near the head of its group's queue has is left alone, not forced onto one
+    assert _match_runs(_fr_entries([(0, 0, 4), (1, 1, 4), (2, 2, 8)]), _gloo_runs([(1, 10, 20, 8)])) == {}
+
+
 def test_the_nccl_path_reads_the_profilers_own_trace_on_the_flight_recorders_clock():
     """On NCCL the recorder reads its kernels from the profiler's Kineto JSON (labcore.live.kineto, as for a
     real job's trace). A CPU has no kernels; what it can check is that the exported scopes land on the

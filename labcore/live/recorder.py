@@ -343,33 +343,39 @@ def record(name: str = "recording") -> Recorder:
 
 
 # The flight recorder stamps entries with the system clock, the profiler its events with a TSC clock
-# converted to epoch time; the two disagree by microseconds, and gloo can start a run 12 us after it
-# was queued (measured on 2 cores): an entry counts as queued before a run up to this much after it.
+# converted to epoch time; the two disagree by microseconds, while a run always begins after its entry
+# (see _match_runs): an entry counts as queued before a run up to this much after it.
 _CLOCK_SKEW_NS = 1_000_000
 
 
 def _match_runs(entries: list[dict], runs: list[tuple]) -> dict[int, tuple[int, int]]:
     """Pair flight-recorder entries with gloo's ``gloo:<op>`` work events: record_id -> (start, end).
 
-    gloo runs each group's work in the order it was queued, so the k-th run with a given name and
-    input shape belongs to the group whose oldest unmatched entry has that name and shape. Ties
-    between groups go to the group the worker thread served before.
+    c10d records a gloo collective's entry under its group's queue lock, then queues the work
+    (``ProcessGroupGloo::enqueue`` in torch/csrc/distributed/c10d/ProcessGroupGloo.cpp); the group's
+    own worker threads (two by default) take work in queue order, and a run's profiler scope opens
+    once a thread has taken it. A thread can lose its core between taking a work item and opening the
+    scope, so runs taken at the same moment by different threads can begin out of queue order (seen
+    on 2 busy cores: a step's second bucket began 5 us before its first). So a run pairs with the
+    oldest unpaired entry of its name and input shape among the first few of a group's queue (as
+    many as the group has threads), never with one stamped after the run began. Two runs of the
+    same name and shape taken together are told apart by neither record; they pair in start order.
+    Ties between groups go to the group the run's thread served before (a thread serves one group).
     """
     queues: dict[str, list[dict]] = {}
     for e in sorted(entries, key=lambda e: e["record_id"]):
         queues.setdefault(e["process_group"][0], []).append(e)
-    heads = {g: 0 for g in queues}
+    # threads a group has: the profile's gloo threads shared among the groups that queued work
+    window = max(1, -(-len({r[1] for r in runs}) // max(1, len(queues))))
     thread_group: dict[int, str] = {}
     out = {}
     for name, thread, start, end, shapes, _ in sorted(runs, key=lambda r: r[2]):
         best = None
         for g, q in queues.items():
-            if heads[g] >= len(q):
-                continue
-            e = q[heads[g]]
-            if e["profiling_name"] != name or e["time_created_ns"] > start + _CLOCK_SKEW_NS:
-                continue
-            if shapes and [list(s) for s in e["input_sizes"]] != shapes:
+            e = next((e for e in q[:window] if e["profiling_name"] == name
+                      and e["time_created_ns"] <= start + _CLOCK_SKEW_NS
+                      and (not shapes or [list(s) for s in e["input_sizes"]] == shapes)), None)
+            if e is None:
                 continue
             key = (thread_group.get(thread) != g, e["time_created_ns"])
             if best is None or key < best[0]:
@@ -377,7 +383,7 @@ def _match_runs(entries: list[dict], runs: list[tuple]) -> dict[int, tuple[int, 
         if best is None:
             continue
         _, g, e = best
-        heads[g] += 1
+        queues[g].remove(e)
         thread_group[thread] = g
         out[e["record_id"]] = (start, end)
     return out
