@@ -129,3 +129,20 @@ def test_shutdown_and_restart_leave_nothing_on_disk(kernel, how):
         km.shutdown_kernel(now=False)
     assert _wait_until(lambda: not _alive(pids))
     assert _wait_until(lambda: _ours(scratch) == []), _ours(scratch)
+
+
+def test_a_killed_kernel_whose_ranks_cannot_run_leaves_no_folder(kernel):
+    """Ranks that cannot run when the kernel dies (stopped here; on a busy machine, not scheduled within
+    the forkserver's grace) are killed by the forkserver before they can tidy up: it removes the
+    kernel's folder itself."""
+    km, kc, scratch = kernel
+    assert _run(kc, START)[0] == "ok"
+    kernel_pid = km.provisioner.process.pid
+    forkserver = [p for p in psutil.Process(kernel_pid).children() if "forkserver" in " ".join(p.cmdline())]
+    ranks = [r for f in forkserver for r in f.children()]
+    assert len(ranks) >= 4
+    for p in ranks:
+        p.suspend()
+    os.kill(kernel_pid, signal.SIGKILL)
+    assert _wait_until(lambda: not _alive([p.pid for p in ranks]))
+    assert _wait_until(lambda: _ours(scratch) == []), _ours(scratch)

@@ -6,7 +6,8 @@ alive pipe). So the forkserver asks Linux for a signal when the notebook dies, a
 the SIGTERM Jupyter sends the kernel's whole process group) gives the ranks a moment to tidy up
 after themselves, then kills the process group of every rank still there, removes the notebook's
 ``pymp-*`` folder once the notebook is gone (it holds the forkserver's socket; a notebook that
-closed its clusters has no ranks left to remove it), and exits. It also adopts the orphans of ranks
+closed its clusters has no ranks left to remove it) and its run folders (which ranks killed before
+they could run leave behind), and exits. It also adopts the orphans of ranks
 that died without ending what they started (labcore.live.subreaper), so those go with it too.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ import warnings
 
 import psutil
 
-from labcore.live import subreaper
+from labcore.live import scratch, subreaper
 
 _PR_SET_PDEATHSIG = 1
 _GRACE_S = 2.0
@@ -62,8 +63,10 @@ def _end_ranks(signum, frame) -> None:
     deadline = time.monotonic() + _GRACE_S
     while not _notebook_gone() and time.monotonic() < deadline:
         time.sleep(0.05)
-    if _pymp_dir and _notebook_gone():
-        shutil.rmtree(_pymp_dir, ignore_errors=True)
+    if _notebook_gone():
+        if _pymp_dir:
+            shutil.rmtree(_pymp_dir, ignore_errors=True)
+        scratch.remove_orphans()  # its run folders: ranks killed above before they ran could not remove them
     os._exit(0)
 
 

@@ -58,11 +58,13 @@ def _remove_left_behind() -> None:
 
 
 def owner_alive(run_dir: str) -> bool:
-    """Whether the process that made ``run_dir`` still runs (a reused pid started later does not count)."""
+    """Whether the process that made ``run_dir`` still runs (a reused pid started later does not count,
+    nor a dead one its parent has not reaped yet)."""
     try:
         pid = int(os.path.basename(run_dir)[len(_PREFIX):].split("-", 1)[0])
         made = os.stat(run_dir).st_mtime
-        return psutil.Process(pid).create_time() <= made + 1.0
+        owner = psutil.Process(pid)
+        return owner.create_time() <= made + 1.0 and owner.status() != psutil.STATUS_ZOMBIE
     except (ValueError, OSError, psutil.Error):
         return False
 
