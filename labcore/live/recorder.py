@@ -93,8 +93,8 @@ __all__ = ["record", "Recorder", "Recording", "combine", "record_cell", "FR_ENV"
 
 FR_ENV = {"TORCH_FR_BUFFER_SIZE": "2000"}
 """Environment that keeps the flight recorder on (pass to ``lc.Cluster(n, env=FR_ENV)``)."""
-# see Recorder.__exit__: 50 ms was not enough for the suite on a busy 2-core machine (a rank's last collective of
-# notebook 10's recorded DDP step lost its times in two of six runs), where a worker thread can wait longer for a core
+# see Recorder.__exit__: a margin for a worker thread that waits for a core on a busy machine (the lost times first
+# blamed on a 50 ms grace came from runs begun out of queue order, mended in _match_runs; the margin stays)
 _GLOO_SCOPE_GRACE_S = 0.5
 
 # c10d's dtype names in flight-recorder entries -> bytes per element
