@@ -127,7 +127,7 @@ def test_nvls_in_the_nodes_with_sharp_across_them_against_the_published_480(node
 # NCCL's mechanisms (labcore.sim.mechanisms.DEFAULT: channels at a size, chunk pipeline, tree correction,
 # the network's latency; benchmarks/fidelity_report.py, "best" and the tuner's pick; tests/data/README.md).
 # A regression fails; an improvement passes. Held-out tables are only measured here, never fitted; the
-# EFA and TCPXO presets' latencies are fitted on their calibration tables (the test below).
+# EFA, TCPXO and OCI RoCE presets' latencies are fitted on their calibration tables (the test below).
 PINNED = {
     ("nccl_tests_nccl-tests-119_step_bytes_footer.txt", "best"): {">=16MiB": 0.045},
     ("nccl_tests_nccl-tests-119_step_bytes_footer.txt", "tuner"): {">=16MiB": 0.122},
@@ -170,9 +170,15 @@ PINNED = {
         {"<=64KiB": 0.199, "64KiB-16MiB": 0.275, ">=16MiB": 0.08},
     ("published_allreduce_nccl_tests_309_4nodes.txt", "tuner"):
         {"<=64KiB": 0.199, "64KiB-16MiB": 0.275, ">=16MiB": 0.273},
-    ("published_allreduce_oci_a100_2node_roce.txt", "best"): {"<=64KiB": 0.709, "64KiB-16MiB": 0.513, ">=16MiB": 0.194},
+    ("published_allreduce_oci_a100_2node_roce.txt", "best"): {"<=64KiB": 0.155, "64KiB-16MiB": 0.208, ">=16MiB": 0.194},
     ("published_allreduce_oci_a100_2node_roce.txt", "tuner"):
-        {"<=64KiB": 0.709, "64KiB-16MiB": 0.513, ">=16MiB": 0.194},
+        {"<=64KiB": 0.155, "64KiB-16MiB": 0.208, ">=16MiB": 0.194},
+    # OCI's tutorial run stops near 87 GB/s busbw from 16 MiB (the held-out OCI run reaches 237): its large sizes
+    # are not the machine's, and only its small sizes set a parameter (the RoCE latency)
+    ("published_allreduce_oci_a100_2node_roce_tutorial.txt", "best"):
+        {"<=64KiB": 0.17, "64KiB-16MiB": 0.383, ">=16MiB": 1.246},
+    ("published_allreduce_oci_a100_2node_roce_tutorial.txt", "tuner"):
+        {"<=64KiB": 0.17, "64KiB-16MiB": 0.383, ">=16MiB": 1.246},
     ("published_allreduce_wutz_h100_2node_ib_ring.txt", "best"): {">=16MiB": 0.055},
     ("published_allreduce_xxrjun_h100_10node_4gpu.txt", "best"): {">=16MiB": 0.115},
     ("published_allreduce_xxrjun_h100_10node_4gpu.txt", "tuner"): {">=16MiB": 0.134},
@@ -255,7 +261,8 @@ def test_process_layout_recorded_and_played_by_the_host_time():
 
 
 @pytest.mark.parametrize("preset, constant", [("aws_p5", "P5_EFA_LATENCY_S"), ("aws_p4de", "P4DE_EFA_LATENCY_S"),
-                                              ("a3_mega", "A3_MEGA_TCPXO_LATENCY_S")])
+                                              ("a3_mega", "A3_MEGA_TCPXO_LATENCY_S"),
+                                              ("oci_a100_roce", "OCI_ROCE_LATENCY_S")])
 def test_each_network_latency_is_the_fit_on_its_machines_calibration_tables(preset, constant):
     """The one parameter set from the published tables since the split: fitted on the calibration set
     only (tests/published.py fit_net_latency), and a fit that is given a held-out table refuses."""

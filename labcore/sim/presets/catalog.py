@@ -28,6 +28,8 @@ EFA_BW = 12.5e9
 P5_EFA_LATENCY_S, P4DE_EFA_LATENCY_S = 23e-6, 73.5e-6
 # GPUDirect-TCPXO's latency on a step across nodes, fitted the same way on the A3 Mega calibration table.
 A3_MEGA_TCPXO_LATENCY_S = 51.5e-6
+# OCI's RoCE cluster network, fitted the same way on oracle-japan/ocitutorials' 2 x BM.GPU4.8 run.
+OCI_ROCE_LATENCY_S = 7e-6
 _EFA_NO_SHARP = "EFA's switches do not reduce (AWS offers no SHARP); NVLS inside the nodes is there"
 
 _TEXTBOOK_TUNER = "it is a textbook machine, and NCCL's tuner prices real GPUs from the graphs its search finds"
@@ -216,13 +218,14 @@ ENTRIES = [
            _fabric("oci_a100_roce", "OCI BM.GPU4.8, 16 x 100 Gb/s RoCE",
                    "100 Gb/s RoCE: 12.5 GB/s per NIC and direction, 16 a node (1.6 Tb/s), 2 a GPU; RDMA at GTC24's "
                    "0.96",
-                   TCP_100G_BW, nics=16, gpu="a100", tuner="dgx_a100_ib"),
+                   TCP_100G_BW, nics=16, gpu="a100", tuner="dgx_a100_ib", net_latency_s=OCI_ROCE_LATENCY_S),
            nodes=2, nics_per_node=16, tuner="dgx_a100_ib", no_sharp=_ROCE_NO_SHARP,
            # each GPU's two 100 Gb/s NICs carry what DGX A100's one 200 Gb/s NIC does, behind the same PCIe
            # Gen4 path (24 GB/s), so NCCL's search finds DGX A100's rate a GPU
            sources=f"OCI BM.GPU4.8 shape (8 x A100 40 GB, 1.6 Tb/s RDMA in 16 x 100 Gb/s RoCE NICs; oracle-quickstart/"
-                   f"oci-hpc-oke, tests/data); {GTC24} (RDMA achievable 0.96); NCCL 2.30.7 tuning.cc; tuner: "
-                   "dgx_a100_ib's derived graphs (the same rate a GPU)"),
+                   f"oci-hpc-oke, tests/data); {GTC24} (RDMA achievable 0.96); NCCL 2.30.7 tuning.cc; RoCE latency 7 us "
+                   "fitted on oracle-japan/ocitutorials' 2 x BM.GPU4.8 run (tests/data); tuner: dgx_a100_ib's "
+                   "derived graphs (the same rate a GPU)"),
     Preset("a3_mega", "Google Cloud A3 Mega nodes (a3-megagpu-8g): 8 x H100, 8 x 200 Gb/s Ethernet through "
            "GPUDirect-TCPXO (TCP, not RDMA)",
            _fabric("a3_mega", "Google Cloud A3 Mega, 8 x 200 Gb/s TCPXO",
