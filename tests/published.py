@@ -75,7 +75,8 @@ def _busbw_table(path: Path, ranks: int) -> list[dict]:
 
 def published_rows(entry: dict) -> list[dict]:
     """(size, time_us, busbw, from_times) of every size of a table, read with the lab's reader
-    (``labcore.bench.read_nccl_tests``; the in-place column, the first repeat of each size).
+    (``labcore.bench.read_nccl_tests``; the in-place column, the first repeat of each size; a size-0
+    line, which times an empty call, is no size).
 
     Raises whatever the reader raises for a table it cannot read (the index says which).
     """
@@ -85,7 +86,7 @@ def published_rows(entry: dict) -> list[dict]:
     from labcore.bench import read_nccl_tests
 
     df = read_nccl_tests(path, op="all_reduce", ranks=entry["ranks"])
-    df = df[(df["op"] == "all_reduce") & (df["placement"] == PLACEMENT) & (df["repeat"] == 0)]
+    df = df[(df["op"] == "all_reduce") & (df["placement"] == PLACEMENT) & (df["repeat"] == 0) & (df["size"] > 0)]
     return [dict(size=int(r.size), time_us=float(r.time_us), busbw=float(r.busbw), from_times=True)
             for r in df.drop_duplicates("size").itertuples()]
 
@@ -263,9 +264,26 @@ def band_summary(rows: list[tuple]) -> dict:
 def fit_net_latency(entries: list[dict], algorithm: str = "tuner") -> tuple[float, float]:
     """(seconds, sum of squared log ratios): the network latency per step across nodes
     (``topology.net_latency_s``, :mod:`labcore.sim.mechanisms` "netlatency") that brings the
-    simulator closest to the sizes of 64 KiB and below of ``entries`` (the time there is latency),
-    searched on a grid of 5 us from 0 to 100 us, then of 0.5 us around the best. Only calibration
-    tables may be passed: a held-out table never sets a parameter."""
+    simulator closest to the sizes of 64 KiB and below of ``entries`` (the time there is latency).
+    Only calibration tables may be passed: a held-out table never sets a parameter."""
+    return _fit_small_sizes(entries, "net_latency_s", algorithm)
+
+
+def fit_issue_s(entries: list[dict], algorithm: str = "tuner") -> tuple[float, float]:
+    """(seconds, sum of squared log ratios): the host time per collective when one process drives
+    every GPU (``topology.issue_s``, nccl-tests ``-g 8``) that brings the simulator closest to the sizes
+    of 64 KiB and below of ``entries``. Only one-process calibration tables may be passed (a run of one
+    process per GPU has no such floor)."""
+    apart = [e["file"] for e in entries if not e.get("processes", "").startswith("one process,")]
+    if apart:
+        raise ValueError(f"fit the host time on one-process tables only, not {apart}")
+    return _fit_small_sizes(entries, "issue_s", algorithm)
+
+
+def _fit_small_sizes(entries: list[dict], attribute: str, algorithm: str) -> tuple[float, float]:
+    """The value of the topology's ``attribute`` (seconds) that brings the simulator closest to the
+    small sizes of ``entries`` (least squares of the log ratios), searched on a grid of 5 us from 0 to
+    100 us, then of 0.5 us around the best."""
     import copy
 
     held = [e["file"] for e in entries if e["set"] != "calibration"]
@@ -278,12 +296,12 @@ def fit_net_latency(entries: list[dict], algorithm: str = "tuner") -> tuple[floa
         cases += [(e, topo, r["size"], r["time_us"] * 1e3 / (r["size"] * factor))     # 1 / published busbw
                   for r in published_rows(e) if band_of(r["size"]) == BANDS[0]]
 
-    def error(latency_s):
+    def error(seconds):
         total, moved = 0.0, {}
         for e, topo, size, inverse_busbw in cases:
             if id(topo) not in moved:          # one copy a table (the simulator keeps a tree's peak per topology)
                 moved[id(topo)] = copy.copy(topo)
-                moved[id(topo)].net_latency_s = latency_s
+                setattr(moved[id(topo)], attribute, seconds)
             busbw, _ = simulated_busbw(e, moved[id(topo)], size, algorithm)
             total += math.log(busbw * inverse_busbw) ** 2
         return total

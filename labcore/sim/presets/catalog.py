@@ -30,6 +30,10 @@ P5_EFA_LATENCY_S, P4DE_EFA_LATENCY_S = 23e-6, 73.5e-6
 A3_MEGA_TCPXO_LATENCY_S = 51.5e-6
 # OCI's RoCE cluster network, fitted the same way on oracle-japan/ocitutorials' 2 x BM.GPU4.8 run.
 OCI_ROCE_LATENCY_S = 7e-6
+# The host time per collective when one process drives all eight A100s (nccl-tests -g 8), fitted the same way
+# (tests/published.py fit_issue_s) on the A100 one-process calibration table (SuperBench's); the H100 and H200
+# nodes keep the 30 us fitted on Azure ND H200 v5 (topologies.H100_ISSUE_S).
+A100_ISSUE_S = 36e-6
 _EFA_NO_SHARP = "EFA's switches do not reduce (AWS offers no SHARP); NVLS inside the nodes is there"
 
 _TEXTBOOK_TUNER = "it is a textbook machine, and NCCL's tuner prices real GPUs from the graphs its search finds"
@@ -75,9 +79,10 @@ def _fabric(name: str, machine: str, wire: str, nic_bandwidth: float, nic_effici
     return build
 
 
-def _node(gpu: str):
-    """A builder of one NVSwitch node of ``gpu`` (:data:`labcore.sim.topologies.GPUS`)."""
-    return lambda nodes, gpus_per_node, nics, sharp: topologies.nvswitch(gpus_per_node, gpu=gpu)
+def _node(gpu: str, **kwargs):
+    """A builder of one NVSwitch node of ``gpu`` (:data:`labcore.sim.topologies.GPUS`); ``kwargs`` go to
+    :func:`labcore.sim.topologies.nvswitch`."""
+    return lambda nodes, gpus_per_node, nics, sharp: topologies.nvswitch(gpus_per_node, gpu=gpu, **kwargs)
 
 
 def _pcie_box(gen: int, p2p: bool):
@@ -164,11 +169,12 @@ ENTRIES = [
            "over Ethernet", published={"": (10.0, "GTC24: 100GbE TCP")}, sources=f"{GTC24}; {COMMON}"),
     # --- the machines people run: one NVSwitch node ------------------------------------------
     Preset("a100_sxm8", "8 x A100 SXM on NVSwitch (NVLink 3: 12 links, 600 GB/s both directions per GPU)",
-           _node("a100"), kind="node", tuner="dgx_a100", no_sharp="A100 has no NVLink SHARP (NVLS came with "
+           _node("a100", issue_s=A100_ISSUE_S), kind="node", tuner="dgx_a100", no_sharp="A100 has no NVLink SHARP (NVLS came with "
            "Hopper); SHARP across nodes needs an InfiniBand preset such as dgx_a100_ib",
            several_nodes="for several nodes use dgx_a100_ib (the same nodes on 8 x 200 Gb/s InfiniBand)",
            published={"": (232.0, "GTC24: A100")},
            sources="A100 datasheet (NVLink 600 GB/s); GTC24 S62129 (A100 busbw 232); NCCL 2.30.7 tuning.cc; "
+                   "one-process host time 36 us fitted on SuperBench's 8 x A100 run (tests/data); "
                    "tuner: NCCL's graphs for DGX A100 (labcore.sim.tuner.machine, nccl-tests#100 channels)"),
     Preset("h100_sxm8", "8 x H100 SXM on NVSwitch (NVLink 4: 18 links, 900 GB/s both directions per GPU)",
            _node("h100"), kind="node", tuner="dgx_h100", no_sharp="NVLink SHARP (NVLS) is built in; SHARP across "
