@@ -1,4 +1,5 @@
 """The NCCL INFO parser on real logs quoted in public issues (each file in tests/data names its source)."""
+import dataclasses
 from pathlib import Path
 
 import pandas as pd
@@ -36,6 +37,17 @@ def test_dgx_h100_one_node():
     assert log.transport(7, 6) == "P2P"
     with pytest.raises(ValueError, match="peer_table"):
         log.transport(0, 7)
+
+
+def test_dgx_b200_channels_are_the_tuner_machines():
+    # NVIDIA/nccl#1646: a DGX B200 under NCCL 2.25.1 prints 32 coll channels, the 16 rings doubled that the lab's
+    # dgx_b200 machine derives from search.cc; and 32 NVLS CTAs, 2.25's NVLS_NCHANNELS_SM100 (src/transport/nvls.cc),
+    # where 2.27 and later give one node 24, as the lab's port of 2.30 does.
+    log = load("nccl_info_dgx_b200_1node.log")
+    machine = tuner.MACHINES["dgx_b200"]
+    assert log.channels == machine.comm_channels == 32
+    assert (log.nvls_channels, machine.nvls_ctas) == (32, 24)
+    assert dataclasses.replace(machine, nvls_channels=log.nvls_channels).nvls_ctas == 32
 
 
 def test_h800_one_node_channels_and_env():

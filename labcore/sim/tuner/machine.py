@@ -433,7 +433,8 @@ MACHINES: dict[str, Machine] = _Machines({
     "pcie_gen4_nop2p": _pcie(5.0, "PCIe Gen4 box without P2P (through host memory)"),
     "pcie_gen5_nop2p": _pcie(10.0, "PCIe Gen5 box without P2P (through host memory)"),
     # B200: 18 NVLink-5 links x 40.1 GB/s = 721.8. Ring (sm100SpeedArrayIntra 90, 80, ...): 8 x 90 =
-    # 720, doubled to 16 x 45; 32 channels. NVLS: 9 x speed <= 721.8 gives 80 intra; bwInter 90.
+    # 720, doubled to 16 x 45; 32 channels, as a DGX B200's log prints them (NVIDIA/nccl#1646, NCCL 2.25.1:
+    # "32 coll channels"). NVLS: 9 x speed <= 721.8 gives 80 intra; bwInter 90.
     "dgx_b200": Machine(8, 1, gpu="blackwell", cpu_vendor="intel", nvswitch=True,
                         name="DGX B200 (8 x B200, NVSwitch)",
                         ring=TopoGraph(16, 45.0, type_intra="NVL"),
