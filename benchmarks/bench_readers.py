@@ -39,7 +39,7 @@ if which == "before":
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
 elif kind == "log":
-    from labcore.live import nccl_log as mod
+    from labcore.readers import nccl_log as mod
 else:
     from labcore.bench import reader as mod
 if arg.startswith("line:"):

@@ -87,7 +87,7 @@ def per_doubling(n: int, t: float | None, before: tuple | None) -> str:
 def machine():
     """The multinode preset for the new replay, without NCCL's view of it: the old replay (given the
     preset's name) does not hand that view to the placed group, so with it the new replay would also
-    play NCCL's mid-size mechanisms (labcore.sim.mechanisms) and the totals would differ for that
+    play NCCL's mid-size mechanisms (labcore.sim.nccl.mechanisms) and the totals would differ for that
     reason, not the walk's."""
     from labcore.sim import presets
 
@@ -107,7 +107,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--old-all", action="store_true", help="run the old code at 20,000 too (over 300 s)")
     args = p.parse_args()
-    from labcore.sim.replays import replay
+    from labcore.sim.apps.replay import replay
 
     global MACHINE
     MACHINE = machine()

@@ -8,10 +8,10 @@ busbw and how many sizes lie within 25% and 40%; then, per set, the issue's goal
 and up within 25%, smaller sizes within 40%. Calibration and held-out sets are kept apart: a held-out
 table must never set a parameter (tests/data/README.md).
 
-Only public API is used (labcore.sim.simulate, labcore.sim.topologies, labcore.sim.tuner,
-labcore.bench.read_nccl_tests): the script needs no change when the model or the presets improve.
+Only public API is used (labcore.sim.simulate, labcore.sim.machines.topologies, labcore.sim.nccl.tuner,
+labcore.read_nccl_tests): the script needs no change when the model or the presets improve.
 
-``--mechanisms`` names which of NCCL's mid-size mechanisms the simulator plays (``labcore.sim.mechanisms``:
+``--mechanisms`` names which of NCCL's mid-size mechanisms the simulator plays (``labcore.sim.nccl.mechanisms``:
 channels, chunks, correction, netlatency, plateau, netoverhead; "default" (all but the plateau and
 netoverhead) unless told, "all", "none" for the model without them), so each one's effect can be measured alone.
 

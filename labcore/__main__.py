@@ -26,7 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # imported here, inside the try: the bench's first seconds are torch's import
         if command == "bench":
-            from labcore.bench.cli import main as run
+            from labcore.bench.cli import main as bench
+            from labcore.evidence import cli_gate
+
+            def run(args):
+                return bench(args, gate=cli_gate)
         elif command == "sim":
             from labcore.sim.cli import main as run
         else:

@@ -2,10 +2,12 @@
 
 One :class:`Collective` per operation: its names, how nccl-tests sizes its buffers and prints
 its size, its bus-bandwidth factor, who contributes to and who receives each piece of data,
-whether it has a root, the fewest ranks it runs on, NCCL's name for it in the tuner and the
-simulator's default algorithm. The benchmark (:mod:`labcore.bench.ops`), the simulator
-(:mod:`labcore.sim.collectives`, the schedules), replay, NCCL's tuner (:mod:`labcore.sim.tuner`)
-and the recorder read it from here. numpy only: the simulator stays free of torch.
+whether it has a root, the fewest ranks it runs on, NCCL's name for it in the tuner, the
+simulator's default algorithm, and the names torch gives it (its torch.distributed functions and
+c10d's op and profiling names). The benchmark (:mod:`labcore.bench.ops`), the simulator
+(:mod:`labcore.sim.core.buffers`, the schedules), replay, NCCL's tuner (:mod:`labcore.sim.nccl.tuner`),
+the recorder, the profiler-trace reader and the exercises read it from here. Pure Python: the
+simulator stays free of torch.
 
 Sources: nccl-tests 2.19.6 (github.com/NVIDIA/nccl-tests, commit a0b82b2, ``src/*.cu``
 ``*GetCollByteCount`` and ``*GetBw``, ``doc/PERFORMANCE.md`` for the bus-bandwidth factors);
@@ -18,29 +20,27 @@ of 16 bytes**, so small sizes give the size-0 rows nccl-tests prints. The printe
 the larger of one rank's send and receive buffers; ``count`` is the count passed to NCCL.
 
 Roles, in the simulator's chunk terms (a rank's buffer cut into chunks; see
-:mod:`labcore.sim.trace`): ``sources`` says whose input each chunk starts from -- "all" (every
+:mod:`labcore.sim.core.trace`): ``sources`` says whose input each chunk starts from -- "all" (every
 rank's own, to be combined: the collective reduces), "owner" (the rank whose slice the chunk is),
 "root", or "sender" (all_to_all's blocks: the rank sending the block) -- and ``sinks`` who must
 end with it -- "all", "owner", "root" or "receiver". all_reduce is ("all", "all"), reduce_scatter
 ("all", "owner"), all_gather ("owner", "all"), broadcast ("root", "all"), reduce ("all", "root"),
 all_to_all ("sender", "receiver"), gather ("owner", "root"), scatter ("root", "owner").
 
-How to add a collective (four files, and their tests)
------------------------------------------------------
+How to add a collective (three files)
+-------------------------------------
 1. ``labcore/collectives.py`` (here): one ``Collective(...)`` in ``_TABLE``: its name and
    aliases, nccl-tests program and split buffer, busbw factor, roles, rooted, min ranks,
-   NCCL's name (``nccl``) if NCCL's tuner prices it, and ``sim``, the simulator's default
-   algorithm, if the simulator plays it. The recorder, replay and the tuner need nothing more.
+   NCCL's name (``nccl``) if NCCL's tuner prices it, ``sim``, the simulator's default
+   algorithm, if the simulator plays it, and torch's names for it (``torch``, ``c10d``). The
+   recorder, the readers, replay and the tuner need nothing more.
 2. ``labcore/bench/ops.py``, if the benchmark runs it: an ``Op`` with its torch.distributed call
    and the exact output its data check expects.
-3. ``labcore/sim/schedules/<module>.py``, if the simulator plays it: a schedule builder
-   registered with ``@algorithm("<collective>", "<algorithm>")`` (in an existing module; a new
-   module also goes into the import list of ``labcore/sim/schedules/__init__.py``).
-4. ``labcore/sim/cost.py``: the algorithm's closed form (``_FORMS``) and the bytes a set of
-   ranks must send and receive (``cut_bytes``).
+3. ``labcore/sim/core/schedules/<module>.py``, if the simulator plays it: a schedule builder
+   registered with ``@algorithm("<collective>", "<algorithm>", form=...)`` together with its closed
+   form (the bytes any algorithm must move follow from the roles: :mod:`labcore.sim.core.bounds`).
 
-Tests: ``tests/test_sim_collectives.py`` checks every entry against the bench, the simulator,
-the tuner and the recorder; the bench's and the simulator's tests pick a new entry up by name.
+Tests take their lists from here and from the registers, so a new entry is checked by name.
 
 Example
 -------
@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 __all__ = ["Collective", "Counts", "COLLECTIVES", "describe", "canonical", "select", "ALIGN_BYTES", "BUSBW",
-           "TORCH_NAMES", "NCCL_NAMES"]
+           "TORCH_NAMES", "C10D_NAMES", "NCCL_NAMES", "from_torch", "c10d_function"]
 
 # nccl-tests rounds each rank's share of a split buffer down to this many bytes.
 ALIGN_BYTES = 16
@@ -68,6 +68,7 @@ BUSBW = {"2(n-1)/n": lambda n: 2 * (n - 1) / n, "(n-1)/n": lambda n: (n - 1) / n
 """busbw / algbw as nccl-tests doc/PERFORMANCE.md gives it, by formula ("0": moves no data)."""
 
 SPLITS = ("", "recv", "send", "both")
+REDOPS = ("op", "none", "")
 SOURCES = ("all", "owner", "root", "sender")
 SINKS = ("all", "owner", "root", "receiver")
 
@@ -91,6 +92,8 @@ class Collective:
     program : nccl-tests' program ("all_reduce_perf"), or None where it has none.
     split : the buffer that holds one chunk per rank: "" (none), "recv" (all_gather, gather),
         "send" (reduce_scatter, scatter) or "both" (all_to_all).
+    redop : what nccl-tests prints in its redop column: "op" (the reduction asked with ``-o``; also for
+        sendrecv, which reduces nothing), "none" (it moves data only) or "" (hypercube).
     busbw : busbw / algbw, a key of :data:`BUSBW`; ``algbw`` the bytes algbw counts as a share
         of the size ("1", or "(n-1)/n" for hypercube, which counts the chunks it receives).
     sources, sinks : the roles (module docstring); None for what is not a chunked collective
@@ -100,17 +103,21 @@ class Collective:
     nccl : NCCL's name for it in the tuner ("AllReduce"), or None where NCCL's tuner does not
         price it (point-to-point, all_to_all).
     sim : the simulator's default algorithm, or None where the simulator has no schedule.
-    ring : the simulator's schedule that plays NCCL's Ring for it, or None (NCCL reduces with a
-        ring, the simulator only with a binomial tree).
     point_to_point : a send or receive between two ranks.
     torch : torch.distributed functions that ask for it while the backend may run (and name)
         something else: the recorder names a row by them.
+    c10d : c10d's names for it, each with the torch.distributed function that issues it: the
+        dispatcher's ops (``c10d::allreduce_``, read without the trailing ``_``), the backends'
+        profiling names (``nccl:_allgather_base``, ``gloo:all_reduce_barrier``) and the profiler's
+        ``record_param_comms`` names (torch 2.13: torch/csrc/distributed/c10d/Ops.cpp,
+        ProcessGroupNCCL.cpp, ProcessGroupGloo.cpp).
     """
 
     name: str
     aliases: tuple[str, ...] = ()
     program: str | None = None
     split: str = ""
+    redop: str = "none"
     busbw: str = "1"
     algbw: str = "1"
     sources: str | None = None
@@ -120,12 +127,13 @@ class Collective:
     power_of_two: bool = False
     nccl: str | None = None
     sim: str | None = None
-    ring: str | None = None
     point_to_point: bool = False
     torch: tuple[str, ...] = ()
+    c10d: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
-        for field_name, value, allowed in (("split", self.split, SPLITS), ("busbw", self.busbw, BUSBW),
+        for field_name, value, allowed in (("split", self.split, SPLITS), ("redop", self.redop, REDOPS),
+                                           ("busbw", self.busbw, BUSBW),
                                            ("algbw", self.algbw, BUSBW), ("sources", self.sources, SOURCES),
                                            ("sinks", self.sinks, SINKS)):
             if value is not None and value not in allowed:
@@ -138,6 +146,19 @@ class Collective:
     def reduces(self) -> bool:
         """Whether it combines the ranks' inputs (every rank contributes to every chunk)."""
         return self.sources == "all"
+
+    @property
+    def chunked(self) -> bool:
+        """Whether one of its buffers holds a chunk per rank (nccl-tests' split buffer)."""
+        return self.split != ""
+
+    def fill_redop(self, redop: str) -> str:
+        """The reduction a run of it takes: ``redop`` where it reduces, else "none"."""
+        return redop if self.reduces else "none"
+
+    def printed_redop(self, redop: str) -> str:
+        """What nccl-tests prints in the redop column for a run asked with ``redop``."""
+        return redop if self.redop == "op" else self.redop
 
     @property
     def inplace(self) -> str:
@@ -173,29 +194,42 @@ class Collective:
 
 
 _TABLE = [
-    Collective("all_reduce", ("allreduce",), "all_reduce_perf", busbw="2(n-1)/n", sources="all", sinks="all",
-               nccl="AllReduce", sim="ring", ring="ring"),
-    Collective("reduce_scatter", ("reducescatter",), "reduce_scatter_perf", split="send", busbw="(n-1)/n",
-               sources="all", sinks="owner", nccl="ReduceScatter", sim="ring", ring="ring",
-               torch=("reduce_scatter_single", "reduce_scatter_tensor", "reduce_scatter", "_reduce_scatter_base")),
+    Collective("all_reduce", ("allreduce",), "all_reduce_perf", redop="op", busbw="2(n-1)/n", sources="all", sinks="all",
+               nccl="AllReduce", sim="ring",
+               c10d=(("allreduce", "all_reduce"), ("allreduce_coalesced", "all_reduce_coalesced"))),
+    Collective("reduce_scatter", ("reducescatter",), "reduce_scatter_perf", split="send", redop="op",
+               busbw="(n-1)/n",
+               sources="all", sinks="owner", nccl="ReduceScatter", sim="ring",
+               torch=("reduce_scatter_single", "reduce_scatter_tensor", "reduce_scatter", "_reduce_scatter_base"),
+               c10d=(("reduce_scatter", "reduce_scatter"), ("_reduce_scatter_base", "reduce_scatter_single"),
+                     ("reduce_scatter_tensor_coalesced", "reduce_scatter_single (coalesced)"))),
     Collective("all_gather", ("allgather",), "all_gather_perf", split="recv", busbw="(n-1)/n", sources="owner",
-               sinks="all", nccl="AllGather", sim="ring", ring="ring",
-               torch=("all_gather_single", "all_gather_into_tensor", "_all_gather_base")),
+               sinks="all", nccl="AllGather", sim="ring",
+               torch=("all_gather_single", "all_gather_into_tensor", "_all_gather_base"),
+               c10d=(("allgather", "all_gather"), ("_allgather_base", "all_gather_single"),
+                     ("allgather_coalesced", "all_gather_coalesced"),
+                     ("allgather_into_tensor_coalesced", "all_gather_single (coalesced)"))),
     Collective("broadcast", (), "broadcast_perf", sources="root", sinks="all", rooted=True, nccl="Broadcast",
-               sim="chain", ring="chain"),
-    Collective("reduce", (), "reduce_perf", sources="all", sinks="root", rooted=True, nccl="Reduce", sim="binomial"),
+               sim="chain", c10d=(("broadcast", "broadcast"),)),
+    Collective("reduce", (), "reduce_perf", redop="op", sources="all", sinks="root", rooted=True, nccl="Reduce", sim="binomial",
+               c10d=(("reduce", "reduce"),)),
     Collective("all_to_all", ("alltoall",), "alltoall_perf", split="both", busbw="(n-1)/n", sources="sender",
-               sinks="receiver", sim="pairwise", torch=("all_to_all_single",)),
+               sinks="receiver", sim="pairwise", torch=("all_to_all_single",),
+               c10d=(("alltoall", "all_to_all"), ("alltoall_base", "all_to_all_single"),
+                     ("all_to_allv", "all_to_all_single"))),
     Collective("gather", (), "gather_perf", split="recv", busbw="(n-1)/n", sources="owner", sinks="root",
-               rooted=True),
+               rooted=True, c10d=(("gather", "gather"),)),
     Collective("scatter", (), "scatter_perf", split="send", busbw="(n-1)/n", sources="root", sinks="owner",
-               rooted=True),
-    Collective("sendrecv", ("send_recv",), "sendrecv_perf", min_ranks=2),
-    Collective("hypercube", (), "hypercube_perf", split="recv", algbw="(n-1)/n", sources="owner", sinks="all",
+               rooted=True, c10d=(("scatter", "scatter"),)),
+    Collective("sendrecv", ("send_recv",), "sendrecv_perf", redop="op", min_ranks=2),
+    Collective("hypercube", (), "hypercube_perf", split="recv", redop="", algbw="(n-1)/n", sources="owner", sinks="all",
                min_ranks=2, power_of_two=True),
-    Collective("send", point_to_point=True, min_ranks=2),
-    Collective("recv", point_to_point=True, min_ranks=2),
-    Collective("barrier", busbw="0"),
+    Collective("send", point_to_point=True, min_ranks=2, torch=("isend",), c10d=(("send", "send"),)),
+    Collective("recv", point_to_point=True, min_ranks=2, torch=("irecv",),
+               c10d=(("recv", "recv"), ("recv_any_source", "recv"))),
+    Collective("barrier", busbw="0",
+               c10d=(("barrier", "barrier"), ("monitored_barrier", "monitored_barrier"),
+                     ("all_reduce_barrier", "barrier"))),
 ]
 
 COLLECTIVES: dict[str, Collective] = {c.name: c for c in _TABLE}
@@ -206,8 +240,38 @@ _ALIASES = {alias: c.name for c in _TABLE for alias in (c.name, *c.aliases)}
 TORCH_NAMES = {api: c.name for c in _TABLE for api in c.torch}
 """torch.distributed function -> the collective it asks for (where the backend may name another)."""
 
+C10D_NAMES = {c10d: c.name for c in _TABLE for c10d, _ in c.c10d}
+"""c10d's op or profiling name -> the collective."""
+
 NCCL_NAMES = {c.name: c.nccl for c in _TABLE if c.nccl}
 """The lab's name -> NCCL's (``ncclFuncStr``), for what NCCL's tuner prices."""
+
+
+def from_torch(name: str) -> str | None:
+    """The collective any of torch's names stands for: the lab's name or an alias, a torch.distributed
+    function (``all_gather_into_tensor``, ``isend``) or a c10d op or profiling name (``allreduce_``,
+    ``_allgather_base``, ``all_reduce_barrier``); None for a name the lab does not know.
+
+    Example
+    -------
+    >>> from_torch("allreduce_"), from_torch("_allgather_base"), from_torch("all_gather_into_tensor")
+    ('all_reduce', 'all_gather', 'all_gather')
+    >>> from_torch("wait_tensor") is None
+    True
+    """
+    key = str(name)
+    for table in (TORCH_NAMES, C10D_NAMES, _ALIASES):
+        if key in table:
+            return table[key]
+    key = key.removesuffix("_")
+    return C10D_NAMES.get(key) or _ALIASES.get(key)
+
+
+def c10d_function(name: str) -> str:
+    """The torch.distributed function that issues c10d's op ``name`` (``_allgather_base_`` ->
+    ``all_gather_single``), for messages; the name itself where the lab does not know it."""
+    key = str(name).removesuffix("_")
+    return next((fn for c in _TABLE for c10d, fn in c.c10d if c10d == key), key)
 
 
 def select(**having) -> list[str]:

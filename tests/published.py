@@ -3,8 +3,8 @@
 ``tests/data/published_index.json`` says, for every table, which machine ran it (GPU, nodes, GPUs and
 NICs per node), whether it is in the calibration or the held-out set, the preset the lab names (or will
 name) for that machine and, until that preset exists, a stand-in built from today's public factories
-(``labcore.sim.topologies``). Only public names are used: ``labcore.bench.read_nccl_tests``,
-``labcore.sim.simulate`` and ``labcore.sim.topologies`` / ``labcore.sim.tuner``; nothing here needs a
+(``labcore.sim.machines.topologies``). Only public names are used: ``labcore.read_nccl_tests``,
+``labcore.sim.simulate`` and ``labcore.sim.machines.topologies`` / ``labcore.sim.nccl.tuner``; nothing here needs a
 change when the model improves or the presets move into one registry.
 
 The comparison is simulated busbw / published busbw per size. For nccl-tests output it is computed from
@@ -75,7 +75,7 @@ def _busbw_table(path: Path, ranks: int) -> list[dict]:
 
 def published_rows(entry: dict) -> list[dict]:
     """(size, time_us, busbw, from_times) of every size of a table, read with the lab's reader
-    (``labcore.bench.read_nccl_tests``; the in-place column, the first repeat of each size; a size-0
+    (``labcore.read_nccl_tests``; the in-place column, the first repeat of each size; a size-0
     line, which times an empty call, is no size).
 
     Raises whatever the reader raises for a table it cannot read (the index says which).
@@ -83,7 +83,7 @@ def published_rows(entry: dict) -> list[dict]:
     path = DATA / entry["file"]
     if entry["format"] == "busbw-table":
         return _busbw_table(path, entry["ranks"])
-    from labcore.bench import read_nccl_tests
+    from labcore.readers import read_nccl_tests
 
     df = read_nccl_tests(path, op="all_reduce", ranks=entry["ranks"])
     df = df[(df["op"] == "all_reduce") & (df["placement"] == PLACEMENT) & (df["repeat"] == 0) & (df["size"] > 0)]
@@ -112,7 +112,7 @@ def _call(factory, kwargs: dict):
 
 
 def _preset(entry: dict):
-    """(topology or None, why not): the index's preset from the one registry (``labcore.sim.presets``)
+    """(topology or None, why not): the index's preset from the one registry (``labcore.sim.machines.presets``)
     built for the table's layout, where its NICs are the table's (a different NIC rate is another
     machine, left to the stand-in)."""
     from labcore.sim import presets
@@ -200,7 +200,7 @@ def simulated_busbw(entry: dict, topology, nbytes: int, algorithm: str = "best",
     ``algorithm``: "best" (the fastest of NCCL's algorithms as simulated) or "tuner" (NCCL's pick by
     the lab's port of its tuner, with its protocol where the topology has it). A table run with a
     forced algorithm (``nccl_algo``, e.g. NCCL_ALGO=Ring) is simulated with that algorithm.
-    ``mechanisms``: NCCL's mid-size mechanisms the simulator plays (``labcore.sim.mechanisms``).
+    ``mechanisms``: NCCL's mid-size mechanisms the simulator plays (``labcore.sim.nccl.mechanisms``).
     """
     import labcore.sim as sim
 
@@ -263,7 +263,7 @@ def band_summary(rows: list[tuple]) -> dict:
 
 def fit_net_latency(entries: list[dict], algorithm: str = "tuner") -> tuple[float, float]:
     """(seconds, sum of squared log ratios): the network latency per step across nodes
-    (``topology.net_latency_s``, :mod:`labcore.sim.mechanisms` "netlatency") that brings the
+    (``topology.net_latency_s``, :mod:`labcore.sim.nccl.mechanisms` "netlatency") that brings the
     simulator closest to the sizes of 64 KiB and below of ``entries`` (the time there is latency).
     Only calibration tables may be passed: a held-out table never sets a parameter."""
     return _fit_small_sizes(entries, "net_latency_s", algorithm)

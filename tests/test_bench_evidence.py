@@ -256,9 +256,9 @@ def test_a_recorded_ddp_step_is_priced_from_its_replay(two):
     import torch
 
     from labcore.exercises import data_parallel as dp
-    from labcore.sim.pricing import price_steps, step_cost, step_summary
+    from labcore.sim.apps.pricing import price_steps, step_cost, step_summary
 
-    rec = lc.live.combine(two.run(dp.ddp_train, 16 << 10, steps=2, dims=dp.DEEP, dtype=torch.float32, per_rank=4))
+    rec = lc.readers.combine(two.run(dp.ddp_train, 16 << 10, steps=2, dims=dp.DEEP, dtype=torch.float32, per_rank=4))
     replayed = lc.sim.replay(rec, "nvswitch8", compute_scale=0.01)
     row = step_summary(replayed)
     steps = replayed.steps
@@ -272,7 +272,7 @@ def test_a_recorded_ddp_step_is_priced_from_its_replay(two):
 
 @pytest.mark.parametrize("module", [
     "labcore.evidence.latency", "labcore.evidence.targets", "labcore.evidence.drift",
-    "labcore.evidence.rollout", "labcore.sim.ddp_step", "labcore.sim.pricing", "labcore.viz.control",
+    "labcore.evidence.rollout", "labcore.sim.apps.ddp_step", "labcore.sim.apps.pricing", "labcore.viz.control",
     "labcore.viz.evidence", "labcore.exercises.evidence"])
 def test_docstring_examples_run(module):
     import doctest

@@ -14,7 +14,7 @@ TABLES = [p for p in FILES if "nccl_debug_info" not in p.name]  # the other is a
 
 
 def read(name, **kw):
-    return lc.bench.read_nccl_tests(DATA / name, **kw)
+    return lc.read_nccl_tests(DATA / name, **kw)
 
 
 def quote(name):
@@ -42,7 +42,7 @@ GIVEN = {"nccl-tests-128": "reduce_scatter", "nccl-tests-78": ["all_reduce", "al
 def test_every_sample_reads_into_the_sweep_columns(path):
     op = None if "Collective test" in path.read_text() or "_perf" in path.read_text() else "all_reduce"
     op = next((given for key, given in GIVEN.items() if key in path.name), op)
-    df = lc.bench.read_nccl_tests(path, op=op)
+    df = lc.read_nccl_tests(path, op=op)
     assert list(df.columns) == [*lc.bench.COLUMNS, "run"] and len(df) >= 2 and len(df) % 2 == 0
     assert set(df["placement"]) == set(lc.bench.PLACEMENTS) and (df["backend"] == "nccl").all()
     # The printed numbers agree with each other: algbw = size / time, to the printed precision
@@ -140,9 +140,9 @@ def test_open_mpi_tags_inside_a_line_are_taken_out_when_they_name_the_lines_rank
     line = "[1,0]<stdout>:     1048576   262144  float  sum  -1[1,3]<stdout>:  122.1  8.59  16.10  0  122.3  8.58  16.08  0"
     header = "[1,0]<stdout>:#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong"
     good = line.replace("[1,3]", "[1,0]")
-    assert len(lc.bench.read_nccl_tests(f"{header}\n{good}\n", op="all_reduce")) == 2
+    assert len(lc.read_nccl_tests(f"{header}\n{good}\n", op="all_reduce")) == 2
     with pytest.raises(ValueError, match="no nccl-tests result lines"):
-        lc.bench.read_nccl_tests(f"{header}\n{line}\n", op="all_reduce")
+        lc.read_nccl_tests(f"{header}\n{line}\n", op="all_reduce")
 
 
 def test_a_header_that_lost_its_hash_before_wrong_is_read_as_nccl_tests_prints_it():
@@ -165,9 +165,9 @@ def test_repeated_cycles_and_several_runs_are_told_apart():
     body = [line for line in sample.splitlines() if not line.startswith("%%") and line != "      131072"]
     rows = [line for line in body if line.startswith(" ")]
     cycles = "\n".join(body + rows)  # nccl-tests -N 2: the size lines again
-    df = lc.bench.read_nccl_tests(cycles)
+    df = lc.read_nccl_tests(cycles)
     assert df.groupby("repeat").size().tolist() == [8, 8]
-    two = lc.bench.read_nccl_tests("\n".join(body + [line.replace("all_reduce", "all_gather") for line in body]))
+    two = lc.read_nccl_tests("\n".join(body + [line.replace("all_reduce", "all_gather") for line in body]))
     assert two["op"].unique().tolist() == ["all_reduce", "all_gather"] and len(two.attrs["sections"]) == 2
 
 
@@ -181,22 +181,22 @@ def test_read_back_output_feeds_the_lab_like_a_sweep():
 
 
 def test_a_run_cut_before_its_first_result_is_refused_but_its_nccl_log_reads():
-    from labcore.live.nccl_log import parse
+    from labcore.readers.nccl_log import parse
 
     path = DATA / "nccl_tests_nccl-tests-131_nccl_debug_info.txt"
     with pytest.raises(ValueError, match="no nccl-tests result lines"):
-        lc.bench.read_nccl_tests(path)
+        lc.read_nccl_tests(path)
     log = parse(path.read_text())
     assert log.version == "2.16.5+cuda11.8"
 
 
 def test_input_that_is_not_nccl_tests_output_is_refused():
     with pytest.raises(ValueError, match="no nccl-tests result lines"):
-        lc.bench.read_nccl_tests("hello\nworld\n")
+        lc.read_nccl_tests("hello\nworld\n")
     with pytest.raises(ValueError, match="neither nccl-tests output nor a file"):
-        lc.bench.read_nccl_tests("/no/such/file.txt")
+        lc.read_nccl_tests("/no/such/file.txt")
     with pytest.raises(ValueError, match="unknown collective"):
-        lc.bench.read_nccl_tests("# Collective test starting: alltoallv_perf\n  8 2 float none -1 "
+        lc.read_nccl_tests("# Collective test starting: alltoallv_perf\n  8 2 float none -1 "
                                  "1.0 0.0 0.0 0 1.0 0.0 0.0 0\n")
     assert isinstance(read("nccl_tests_nccl-1161_h100_pcie_nvlink_pair.txt"), pd.DataFrame)
 
@@ -240,13 +240,13 @@ def test_a_table_whose_rows_contradict_its_collective_is_refused_in_one_line():
     alltoall = quote(name).split("alltoall result")[1]
     with pytest.raises(ValueError, match=r"is not all_reduce \(read from the command quoted above it\): its rows "
                                          r"name no reduction \(redop blank\)"):
-        lc.bench.read_nccl_tests(under + alltoall)
-    assert lc.bench.read_nccl_tests(under + alltoall, op=["all_reduce", "alltoall"])["run"].max() == 1
+        lc.read_nccl_tests(under + alltoall)
+    assert lc.read_nccl_tests(under + alltoall, op=["all_reduce", "alltoall"])["run"].max() == 1
     # A broadcast-sized table is not all_gather's: its sizes equal its counts.
     with pytest.raises(ValueError, match="its rows name the reduction sum"):
         read("nccl_tests_nccl-1244_h20_2node_nvls_rows_only.txt", op="all_gather")
     with pytest.raises(ValueError, match="its size 268435456 is 64 times its count of 4-byte elements"):
-        lc.bench.read_nccl_tests(alltoall.replace("float    ", "float  sum"), op="all_reduce")
+        lc.read_nccl_tests(alltoall.replace("float    ", "float  sum"), op="all_reduce")
 
 
 def test_a_table_named_by_its_own_header_beside_another_command_is_read_so_and_noted():
@@ -254,7 +254,7 @@ def test_a_table_named_by_its_own_header_beside_another_command_is_read_so_and_n
     # all_gather_perf (two quotes joined): read as all_reduce, and the other name is noted.
     command = quote("nccl_tests_rccl-1490_srun_label_all_gather.txt").split("There is")[0]
     runs = quote("nccl_tests_mooncake-3484_two_runs_pasted.txt")
-    df = lc.bench.read_nccl_tests(command + runs)
+    df = lc.read_nccl_tests(command + runs)
     assert df["op"].eq("all_reduce").all()
     assert df.attrs["notes"] == ["table 1 (its first result at line 7): read as all_reduce from its own 'Collective test' line; "
                                  "the command quoted above it says all_gather"]

@@ -19,7 +19,7 @@ def three(gloo_cluster):
     return gloo_cluster(3)
 
 
-@pytest.mark.parametrize("op", lc.bench.COLLECTIVES)
+@pytest.mark.parametrize("op", lc.bench.OP_NAMES)
 def test_every_collective_passes_the_exact_check(two, three, op):
     for cl, root in ((two, 1), (three, 2)):
         if op == "hypercube" and cl is three:

@@ -146,7 +146,7 @@ def test_table_header_is_nccl_tests_header():
 
 
 def test_table_lines_reproduce_a_real_nccl_tests_output_line_by_line():
-    df = lc.bench.read_nccl_tests(DATA / NEW_FORMAT)
+    df = lc.read_nccl_tests(DATA / NEW_FORMAT)
     theirs = [line for line in _quoted(NEW_FORMAT) if line[:1] == " " and len(line.split()) == 13]
     assert len(theirs) == 4
     assert result_lines(df) == theirs
@@ -216,9 +216,9 @@ def test_noisy_neighbours_stop_with_the_block():
 
 @pytest.mark.parametrize("module", [
     "labcore.bench", "labcore.evidence", "labcore.bench.units", "labcore.bench.ops", "labcore.bench.verify",
-    "labcore.bench.memory", "labcore.bench.table", "labcore.evidence.baseline",
+    "labcore.bench.memory", "labcore.bench.table", "labcore.bench.baseline",
     "labcore.evidence.load", "labcore.bench.checks", "labcore.evidence.stats",
-    "labcore.bench.reader", "labcore.live.nccl_log", "labcore.live.topology", "labcore.exercises.measuring"])
+    "labcore.readers.nccl_tests", "labcore.readers.nccl_log", "labcore.readers.smi_topo", "labcore.exercises.measuring"])
 def test_docstring_examples_run(module):
     import doctest
     import importlib

@@ -13,7 +13,7 @@ import pytest
 
 from labcore.course.grading import _check_calls, assert_correct, exercise_cells, make_assignment, read_grades
 from labcore.course.release import ReleaseError
-from labcore.exercises.collectives import q_all_reduce, q_which
+from labcore.exercises.operations import q_all_reduce, q_which
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ("01", "03")

@@ -12,7 +12,7 @@ import labcore as lc
 from labcore.course import cli, tracking
 from labcore.course.catalog import NOTEBOOK_OF, all_exercises, exercise_name, notebook_of
 from labcore.exercises import ValueExercise
-from labcore.exercises.collectives import q_all_reduce, q_which
+from labcore.exercises.operations import q_all_reduce, q_which
 from labcore.exercises.trees import q_tree_vs_ring
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,8 +46,8 @@ def test_every_check_records_exercise_notebook_status_and_time(learner_file, cap
     q_which.evaluate("all_reduce")           # evaluate() is for tools (the grader): not recorded
     rows = [json.loads(line) for line in learner_file.read_text().splitlines()]
     assert [(r["exercise"], r["notebook"], r["status"]) for r in rows] == [
-        ("collectives.q_all_reduce", "01", "incorrect"), ("collectives.q_all_reduce", "01", "correct"),
-        ("collectives.q_which", "01", "correct")]
+        ("operations.q_all_reduce", "01", "incorrect"), ("operations.q_all_reduce", "01", "correct"),
+        ("operations.q_which", "01", "correct")]
     for r in rows:
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", r["time"]) and r["title"]
     assert "correct!" in capsys.readouterr().out
@@ -80,7 +80,7 @@ def test_a_corrupt_or_foreign_file_is_read_around(learner_file, capsys):
     learner_file.parent.mkdir(parents=True)
     learner_file.write_text('not json\n{"status": "correct"}\n[1, 2]\n')
     q_all_reduce.check(10)
-    assert [r["exercise"] for r in tracking.attempts()] == ["collectives.q_all_reduce"]
+    assert [r["exercise"] for r in tracking.attempts()] == ["operations.q_all_reduce"]
 
 
 def test_writers_at_once_lose_no_attempt(learner_file, capsys):
@@ -127,10 +127,10 @@ def _learner(tmp_path, name, answers) -> Path:
 
 
 def test_the_class_view_merges_learners_files_into_a_table_and_a_plot(tmp_path):
-    files = [_learner(tmp_path, "ana", [("01", "collectives.q_all_reduce", "correct"),
-                                        ("01", "collectives.q_which", "incorrect"),
-                                        ("01", "collectives.q_which", "correct")]),
-             _learner(tmp_path, "ben", [("01", "collectives.q_which", "incorrect"),
+    files = [_learner(tmp_path, "ana", [("01", "operations.q_all_reduce", "correct"),
+                                        ("01", "operations.q_which", "incorrect"),
+                                        ("01", "operations.q_which", "correct")]),
+             _learner(tmp_path, "ben", [("01", "operations.q_which", "incorrect"),
                                         ("03", "trees.q_tree_vs_ring", "correct")]),
              _learner(tmp_path, "cy", [])]
     table, fig = lc.course.class_view(files)
@@ -143,7 +143,7 @@ def test_the_class_view_merges_learners_files_into_a_table_and_a_plot(tmp_path):
 
 
 def test_forty_learners_still_fit_the_window(tmp_path):
-    files = {f"learner {i:02d}": _learner(tmp_path, f"l{i}", [("01", "collectives.q_which", "correct")])
+    files = {f"learner {i:02d}": _learner(tmp_path, f"l{i}", [("01", "operations.q_which", "correct")])
              for i in range(40)}
     table, fig = lc.course.class_view(files)
     assert len(table) == 40 and fig.layout.height <= 700
@@ -157,7 +157,7 @@ def test_the_class_view_refuses_what_is_not_a_progress_file(tmp_path):
 
 
 def test_the_command_line_prints_the_class_table_and_writes_the_plot(tmp_path, capsys):
-    files = [str(_learner(tmp_path, n, [("01", "collectives.q_which", "correct")])) for n in ("ana", "ben")]
+    files = [str(_learner(tmp_path, n, [("01", "operations.q_which", "correct")])) for n in ("ana", "ben")]
     assert cli.main(["progress", *files, "--plot", str(tmp_path / "class.html")]) == 0
     out = capsys.readouterr().out
     assert "ana" in out and "ben" in out and (tmp_path / "class.html").stat().st_size > 1000

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from labcore.course import setting
+from labcore.exercises import setting
 from labcore.course.catalog import all_exercises
 from labcore.course.release import OPEN_MODULES, ReleaseError, build_release, seal_source
 from labcore.exercises import ValueExercise

@@ -415,7 +415,7 @@ def test_an_always_equal_result_is_not_21_cases_passed():
 
 
 def test_a_raising_repr_is_named_not_raised():
-    from labcore.exercises.collectives import q_all_reduce
+    from labcore.exercises.operations import q_all_reduce
 
     result = q_all_reduce.evaluate(RaisingRepr())
     assert result.status == "incorrect" and "whose repr raised ValueError" in result.message, result.message

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from labcore.exercises import ____
-from labcore.exercises.collectives import q_all_reduce, q_all_to_all, q_which
+from labcore.exercises.operations import q_all_reduce, q_all_to_all, q_which
 
 EXERCISES = [q_all_reduce, q_all_to_all, q_which]
 

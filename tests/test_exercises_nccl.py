@@ -74,7 +74,7 @@ def test_text_sets_and_fractions_are_not_taken_for_the_answer(q, answer, says):
 
 
 def test_answers_come_from_the_real_logs_and_the_tuner():
-    from labcore.live.nccl_log import recorded
+    from labcore.readers.nccl_log import recorded
     from labcore.sim import tuner
 
     h20 = recorded(ex.H20_LOG)

@@ -229,7 +229,7 @@ NCCL_TESTS = ROOT / "tests" / "data" / "nccl_tests_nccl-tests-167_max_then_min.t
 
 
 def test_read_nccl_tests_names_what_it_was_given_instead_of_crashing(tmp_path):
-    from labcore.bench import read_nccl_tests
+    from labcore.readers import read_nccl_tests
 
     good = read_nccl_tests(NCCL_TESTS)
     cut = tmp_path / "cut.txt"               # a log whose last bytes split a UTF-8 character
@@ -261,7 +261,7 @@ def test_a_sweep_that_cannot_be_saved_after_measuring_says_so_in_one_line(tmp_pa
     def disk_full(df, path):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("labcore.evidence.baseline.save_baseline", disk_full)
+    monkeypatch.setattr("labcore.bench.baseline.save_baseline", disk_full)
     assert _status(["all_reduce", "-g", "2", "-b", "8", "-e", "8", "-n", "1", "-w", "0",
                     "--json", str(tmp_path / "sweep.json")]) == 2
     out, err = capfd.readouterr()

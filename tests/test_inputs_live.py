@@ -141,22 +141,6 @@ def test_flight_capture_checks_its_function_and_keeps_dumps_where_a_sweep_finds_
     assert not os.path.exists(stand_in.folder)
 
 
-def test_flight_record_is_capture_under_its_old_name_and_warns_once(monkeypatch):
-    import warnings
-
-    from labcore.live import flight
-
-    monkeypatch.setattr(flight, "_warned_record", False)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = flight.record(_FlightStandIn(), print)        # forwarded to capture
-        with pytest.raises(TypeError, match="flight.capture runs on a cluster"):
-            flight.record(None, print)
-    assert str(result.error) == "rank 1 died"
-    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
-    assert len(deprecations) == 1 and "use labcore.live.flight.capture" in str(deprecations[0].message)
-
-
 def test_env_and_output_limit_checks_name_the_entry():
     from labcore.live.settings import MAX_OUTPUT_LIMIT, check_env, check_output_limit
 
@@ -172,11 +156,11 @@ def test_env_and_output_limit_checks_name_the_entry():
 
 @pytest.mark.parametrize("content", [b"", b"garbage", b"\x80\x04]\x94."])   # empty, cut short, a list
 def test_flight_analyze_names_a_dump_it_cannot_read(tmp_path, content):
-    from labcore.live import flight
+    from labcore.readers import flight_dump
 
-    (tmp_path / f"{flight.PREFIX}0").write_bytes(content)
-    with pytest.raises(ValueError, match=f"{flight.PREFIX}0 is not a readable flight-recorder dump"):
-        flight.analyze(str(tmp_path), 2)
+    (tmp_path / f"{flight_dump.PREFIX}0").write_bytes(content)
+    with pytest.raises(ValueError, match=f"{flight_dump.PREFIX}0 is not a readable flight-recorder dump"):
+        flight_dump.analyze(str(tmp_path), 2)
 
 
 @pytest.mark.parametrize("n", [0, -1, "a", 1.5, True])

@@ -107,7 +107,7 @@ def test_a_machine_is_checked_when_it_is_made(change, error, message):
 
 
 def _measured():
-    from labcore.sim.calibration import synthetic
+    from labcore.sim.apps.calibration import synthetic
 
     return synthetic(ranks=(2,), noise=0.0)
 

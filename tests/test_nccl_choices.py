@@ -5,7 +5,8 @@ No NCCL log in tests/data names its algorithm and protocol per collective (the T
 are cost tables, not picks), so the traces are the evidence."""
 import pytest
 
-from labcore.live import TRACES_DIR, nccl_choices, read_trace, tuner_machine
+from labcore.readers import TRACES_DIR, read_trace
+from labcore.sim import nccl_choices, tuner_machine
 
 COMPARED = ["a100_8ranks_rank3.json.gz", "a100_2ranks_rank0.json.gz"]
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from labcore.live.nccl_log import parse
+from labcore.readers.nccl_log import parse
 from labcore.sim import tuner
 
 DATA = Path(__file__).parent / "data"
@@ -333,7 +333,7 @@ def test_a_long_line_is_read_and_the_input_is_bounded(monkeypatch):
     for junk in ("a" * 200_000, "NCCL INFO " * 20_000, "1" * 200_000 + " coll channels", "[0]" * 70_000):
         parse(junk)                                    # a result, not a hang (timed in benchmarks/bench_readers.py)
     from labcore import files
-    monkeypatch.setattr("labcore.live.nccl_log.MAX_TEXT_BYTES", 1 << 20)
+    monkeypatch.setattr("labcore.readers.nccl_log.MAX_TEXT_BYTES", 1 << 20)
     with pytest.raises(ValueError, match="more than the 1 MiB the lab reads"):
         parse("x" * ((1 << 20) + 1))
     with pytest.raises(ValueError, match="more than the 1 MiB the lab reads"):
@@ -342,7 +342,7 @@ def test_a_long_line_is_read_and_the_input_is_bounded(monkeypatch):
 
 
 def test_recorded_reads_only_the_bundled_logs(tmp_path):
-    from labcore.live.nccl_log import recorded
+    from labcore.readers.nccl_log import recorded
 
     assert recorded("nccl_info_2node_h20.log").channels == 8
     for name in ("../../etc/hostname", "/etc/hostname", "..", "nccl_info_2node_h20.log/..", "sub\\x.log", ""):

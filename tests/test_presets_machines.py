@@ -124,7 +124,7 @@ def test_nvls_in_the_nodes_with_sharp_across_them_against_the_published_480(node
 
 
 # Worst |simulated / published - 1| per size band on the tables mapped to these presets, measured with
-# NCCL's mechanisms (labcore.sim.mechanisms.DEFAULT: channels at a size, chunk pipeline, tree correction,
+# NCCL's mechanisms (labcore.sim.nccl.mechanisms.DEFAULT: channels at a size, chunk pipeline, tree correction,
 # the network's latency; benchmarks/fidelity_report.py, "best" and the tuner's pick; tests/data/README.md).
 # A regression fails; an improvement passes. Held-out tables are only measured here, never fitted; the
 # EFA, TCPXO and OCI RoCE presets' latencies and the A100's host time are fitted on their calibration tables
@@ -257,7 +257,7 @@ def test_process_layout_recorded_and_played_by_the_host_time():
     "Using devices": one process; srun/mpirun -g 1: one per GPU); one-process tables run on a preset with the
     host time fitted to its machine's one-process calibration table (30 us on Azure ND H200 v5, the A100's on
     SuperBench's run), one-process-per-GPU tables on none."""
-    from labcore.sim.presets.catalog import A100_ISSUE_S
+    from labcore.sim.machines.presets.catalog import A100_ISSUE_S
 
     for e in published.index_entries():
         assert e["processes"] in ("one process, 8 GPUs", "one process per GPU", "not stated"), e["file"]
@@ -275,7 +275,7 @@ def test_process_layout_recorded_and_played_by_the_host_time():
 def test_each_network_latency_is_the_fit_on_its_machines_calibration_tables(preset, constant):
     """The one parameter set from the published tables since the split: fitted on the calibration set
     only (tests/published.py fit_net_latency), and a fit that is given a held-out table refuses."""
-    from labcore.sim.presets import catalog
+    from labcore.sim.machines.presets import catalog
 
     tables = [e for e in BY_FILE.values() if e["preset"] == preset and e["set"] == "calibration"]
     assert tables
@@ -291,7 +291,7 @@ def test_each_network_latency_is_the_fit_on_its_machines_calibration_tables(pres
 def test_the_a100_host_time_is_the_fit_on_its_one_process_calibration_table():
     """a100_sxm8's host time per collective under one process (nccl-tests -g 8) is fitted on the A100
     one-process calibration tables only; the fit refuses a held-out table and a run of one process a GPU."""
-    from labcore.sim.presets import catalog
+    from labcore.sim.machines.presets import catalog
 
     tables = [e for e in BY_FILE.values() if e["preset"] == "a100_sxm8" and e["set"] == "calibration"]
     assert [e["processes"] for e in tables] == ["one process, 8 GPUs"]

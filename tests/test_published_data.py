@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import published
-from labcore.live.nccl_log import parse
+from labcore.readers.nccl_log import parse
 
 DATA = Path(__file__).parent / "data"
 ENTRIES = published.index_entries()

@@ -1,4 +1,4 @@
-"""lc.live.read_trace on real profiler traces of multi-GPU NCCL jobs (tests/data/traces, from
+"""lc.read_trace on real profiler traces of multi-GPU NCCL jobs (tests/data/traces, from
 HolisticTraceAnalysis's test data): its collectives, bytes and busbw against an independent count
 of each file's own events, HTA's communication/computation overlap, the kernel-name rules against
 NCCL's sources, the replay and the timeline on a real job, and every bad input refused in one line."""
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import labcore as lc
-from labcore.live import TRACES_DIR, kernel_choice, read_trace
-from labcore.live import kineto
-from labcore.live.recorder import _ITEMSIZE
+from labcore.readers import TRACES_DIR, kernel_choice, read_trace
+from labcore.readers import profiler_trace as kineto
+from labcore.readers.recording import ITEMSIZE as _ITEMSIZE
 
 TRACES = ["a100_2ranks_rank0.json.gz", "a100_8ranks_rank3.json.gz", "v100_2ranks_rank1.json.gz",
           "a100_16ranks_rank0.json.gz", "128ranks_rank*.json.gz"]
@@ -167,7 +167,7 @@ def test_exposed_per_step_adds_up():
 
 
 def test_matching_pairs_every_kernel_of_a_whole_window():
-    ev = kineto.Events.from_trace(kineto._load(TRACES_DIR / "a100_2ranks_rank0.json.gz"))
+    ev = kineto.Events.from_trace(kineto.load_trace(TRACES_DIR / "a100_2ranks_rank0.json.gz"))
     found, left = kineto.match_kernels(ev)
     assert len(found) == 14 and all(len(c["kernels"]) == 1 for c in found)
     assert {k: len(v) for k, v in left.items()} == {"no launch": 0, "no scope": 0, "no kernel": 0}

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from labcore.live import flight
+from labcore.readers import flight_dump
 
 
 class _Payload:
@@ -19,7 +20,7 @@ class _Payload:
 
 
 def _dump(folder: Path, rank: int, content) -> Path:
-    path = folder / f"{flight.PREFIX}{rank}"
+    path = folder / f"{flight_dump.PREFIX}{rank}"
     path.write_bytes(content if isinstance(content, bytes) else pickle.dumps(content))
     return path
 
@@ -44,7 +45,7 @@ def test_a_crafted_dump_runs_no_code(tmp_path):
     marker = tmp_path / "marker"
     path = _dump(tmp_path, 0, {"version": "2.10", "entries": [_Payload(marker)], "pg_config": {}})
     with pytest.raises(ValueError) as caught:
-        flight.analyze(str(tmp_path), 1)
+        flight_dump.analyze(str(tmp_path), 1)
     assert not marker.exists()                                    # the payload did not run
     text = str(caught.value)
     assert text.startswith(f"{path} is not a readable flight-recorder dump (UnpicklingError: it names io.open")
@@ -64,7 +65,7 @@ def test_a_crafted_dump_runs_no_code(tmp_path):
 def test_a_malformed_dump_is_one_line_naming_the_file(tmp_path, content, why):
     path = _dump(tmp_path, 0, content)
     with pytest.raises(ValueError) as caught:
-        flight.analyze(str(tmp_path), 2)
+        flight_dump.analyze(str(tmp_path), 2)
     text = str(caught.value)
     assert text.startswith(f"{path} is not a readable flight-recorder dump (") and why in text and "\n" not in text
 
@@ -72,20 +73,20 @@ def test_a_malformed_dump_is_one_line_naming_the_file(tmp_path, content, why):
 def test_a_dump_that_is_no_regular_file_or_too_large_is_refused_unread(tmp_path, monkeypatch):
     import os
 
-    os.mkfifo(tmp_path / f"{flight.PREFIX}0")
+    os.mkfifo(tmp_path / f"{flight_dump.PREFIX}0")
     with pytest.raises(ValueError, match="is a pipe \\(FIFO\\), not a flight-recorder dump"):
-        flight.analyze(str(tmp_path), 1)
-    (tmp_path / f"{flight.PREFIX}0").unlink()
+        flight_dump.analyze(str(tmp_path), 1)
+    (tmp_path / f"{flight_dump.PREFIX}0").unlink()
     _dump(tmp_path, 0, _trace([_entry()]))
-    monkeypatch.setattr(flight, "MAX_DUMP_BYTES", 16)
+    monkeypatch.setattr(flight_dump, "MAX_DUMP_BYTES", 16)
     with pytest.raises(ValueError, match="more than the 0 MiB a flight-recorder dump may have"):
-        flight.analyze(str(tmp_path), 1)
+        flight_dump.analyze(str(tmp_path), 1)
 
 
 def test_plain_dumps_read_and_analyse(tmp_path):
     for rank in (0, 1):
         _dump(tmp_path, rank, _trace([_entry()]))
-    fa = flight.analyze(str(tmp_path), 2)
+    fa = flight_dump.analyze(str(tmp_path), 2)
     assert fa.dumped == [0, 1] and fa.first_mismatch is None
     assert fa.last_entered[1] == {"op": "gloo:all_reduce", "seq": 1, "group": "default_pg", "input_sizes": [[4]],
                                   "completed": True}
@@ -125,12 +126,12 @@ def test_a_real_dump_of_a_gloo_cluster_is_plain_data_and_analyses(tmp_path):
         t = torch.ones(4)
         dist.all_reduce(t)
         dist.broadcast(t, 0)
-        flight.dump(f"{folder}/{flight.PREFIX}{dist.get_rank()}", stacks=True)
+        flight.dump(f"{folder}/{flight_dump.PREFIX}{dist.get_rank()}", stacks=True)
 
     with lc.Cluster(2, backend="gloo", env=flight.ENV, timeout=120, show_output=False) as cl:
         cl.run(work, str(tmp_path))
-    trace = flight.load_dump(tmp_path / f"{flight.PREFIX}0")      # what torch's recorder writes, read safely
+    trace = flight_dump.load_dump(tmp_path / f"{flight_dump.PREFIX}0")      # what torch's recorder writes, read safely
     assert [e["profiling_name"] for e in trace["entries"]][-2:] == ["gloo:all_reduce", "gloo:broadcast"]
     assert trace["entries"][0]["frames"] and isinstance(trace["entries"][0]["process_group"], tuple)
-    fa = flight.analyze(str(tmp_path), 2)
+    fa = flight_dump.analyze(str(tmp_path), 2)
     assert fa.dumped == [0, 1] and fa.first_mismatch is None and fa.last_entered[0]["op"] == "gloo:broadcast"

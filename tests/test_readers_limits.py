@@ -7,8 +7,8 @@ import pytest
 
 import labcore as lc
 from labcore import files
-from labcore.live import nccl_log
-from labcore.live.topology import parse_topo
+from labcore.readers import nccl_log
+from labcore.readers.smi_topo import parse_topo
 
 DATA = Path(__file__).parent / "data"
 
@@ -26,10 +26,10 @@ def test_a_device_a_fifo_or_a_folder_is_refused_unread(tmp_path):
                             (fifo, f"{fifo} is a pipe (FIFO), not a file of nccl-tests output"),
                             (tmp_path, "is a folder")):
         with pytest.raises(ValueError) as caught:
-            lc.bench.read_nccl_tests(source)
+            lc.read_nccl_tests(source)
         assert message in _one_line(caught)
     with pytest.raises(ValueError, match="/dev/zero is a device"):
-        lc.bench.read_nccl_tests("/dev/zero")          # a path given as a string too
+        lc.read_nccl_tests("/dev/zero")          # a path given as a string too
 
 
 def test_a_file_over_the_limit_is_refused_before_reading(tmp_path):
@@ -37,7 +37,7 @@ def test_a_file_over_the_limit_is_refused_before_reading(tmp_path):
     with open(sparse, "wb") as f:
         f.truncate(65 << 20)                           # 65 MiB on paper, nothing on disk
     with pytest.raises(ValueError) as caught:
-        lc.bench.read_nccl_tests(sparse)
+        lc.read_nccl_tests(sparse)
     assert f"{sparse} is 65.0 MiB, more than the 64 MiB a file of nccl-tests output may have" in _one_line(caught)
     with pytest.raises(ValueError, match="is 65.0 MiB, more than the 64 MiB"):
         parse_topo(sparse)
@@ -52,13 +52,13 @@ def test_a_file_that_says_it_is_empty_is_read_only_up_to_the_limit(monkeypatch):
 
 
 def test_text_given_as_a_string_or_bytes_is_bounded(monkeypatch):
-    monkeypatch.setattr("labcore.bench.reader.MAX_TEXT_BYTES", 1 << 20)
+    monkeypatch.setattr("labcore.readers.nccl_tests.MAX_TEXT_BYTES", 1 << 20)
     big = "x\n" * (1 << 19) + "y"
     for source in (big, big.encode()):
         with pytest.raises(ValueError) as caught:
-            lc.bench.read_nccl_tests(source)
+            lc.read_nccl_tests(source)
         assert "more than the 1 MiB the lab reads" in _one_line(caught)
-    monkeypatch.setattr("labcore.live.nccl_log.MAX_TEXT_BYTES", 1 << 20)
+    monkeypatch.setattr("labcore.readers.nccl_log.MAX_TEXT_BYTES", 1 << 20)
     with pytest.raises(ValueError, match="the log given holds 1.0 M characters"):
         nccl_log.parse(big)
 

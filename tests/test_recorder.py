@@ -10,7 +10,8 @@ import labcore as lc
 from labcore.exercises import data_parallel as dp
 from labcore.exercises import sharding as sh
 from labcore.live import magic
-from labcore.live.recorder import Recording, combine, record
+from labcore.live.recorder import record
+from labcore.readers.recording import Recording, combine
 
 PSI_BYTES = sum(p.numel() * p.element_size() for p in dp.make_model().parameters())   # float64 MLP
 
@@ -305,7 +306,7 @@ def test_gloo_runs_pair_within_their_group_and_never_before_their_entry():
 
 
 def test_the_nccl_path_reads_the_profilers_own_trace_on_the_flight_recorders_clock():
-    """On NCCL the recorder reads its kernels from the profiler's Kineto JSON (labcore.live.kineto, as for a
+    """On NCCL the recorder reads its kernels from the profiler's Kineto JSON (labcore.readers.profiler_trace, as for a
     real job's trace). A CPU has no kernels; what it can check is that the exported scopes land on the
     clock the flight recorder uses (time.time_ns) and on the profiler's own times, and that no file stays."""
     import glob

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import labcore.sim as sim
-from labcore.live.recorder import Recording
-from labcore.sim.replays import _Placed, nccl_algorithm, replay
+from labcore.readers.recording import Recording
+from labcore.sim.apps.replay import _Placed, nccl_algorithm, replay
 
 
 def recording(collectives, world_size=4, step=(0.0, 1.0), scopes=()):
@@ -164,7 +164,7 @@ def test_a_recording_mixing_clusters_or_not_a_recording_is_refused():
 
 
 def test_calibrated_topology_and_one_rank_groups():
-    from labcore.sim.calibration import Calibration, Fit
+    from labcore.sim.apps.calibration import Calibration, Fit
 
     cal = Calibration("all_reduce", "ring", {4: Fit(4, 5e-5, 1e-9, 10, 0.01)}, errors=None)
     r = replay(recording(DDP_LIKE), cal)
@@ -176,14 +176,14 @@ def test_calibrated_topology_and_one_rank_groups():
 
 
 def test_sim_still_imports_without_torch():
-    code = "import sys, labcore.sim.replays, labcore.viz.step_timeline; assert 'torch' not in sys.modules"
+    code = "import sys, labcore.sim.apps.replay, labcore.viz.step_timeline; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_docstring_examples_run():
     import doctest
 
-    import labcore.sim.replays as module
+    import labcore.sim.apps.replay as module
 
     assert doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
 

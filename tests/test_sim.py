@@ -2,6 +2,7 @@
 import doctest
 import importlib
 import math
+import pkgutil
 import subprocess
 import sys
 
@@ -11,14 +12,8 @@ import pytest
 import labcore.sim as sim
 from labcore.sim import Schedule, ScheduleError, Transfer, cost
 
-MODULES = ["labcore.sim", "labcore.sim.trace", "labcore.sim.collectives", "labcore.sim.engine",
-           "labcore.sim.topology", "labcore.sim.topologies", "labcore.sim.cost", "labcore.sim.schedules",
-           "labcore.sim.schedules._parts", "labcore.sim.schedules.ring", "labcore.sim.schedules.tree",
-           "labcore.sim.schedules.recursive", "labcore.sim.schedules.hierarchical",
-           "labcore.sim.schedules.switch", "labcore.sim.schedules.alltoall", "labcore.sim.schedules.bruck",
-           "labcore.sim.tuner", "labcore.sim.calibration", "labcore.sim.sweeps", "labcore.sim.cli", "labcore.sim.tree_shapes", "labcore.sim.trees",
-           "labcore.sim.presets_scale", "labcore.sim.presets", "labcore.sim.presets.preset", "labcore.sim.presets.catalog",
-           "labcore.sim.scaleout", "labcore.collectives"]
+MODULES = ["labcore.sim", *(m.name for m in pkgutil.walk_packages(sim.__path__, "labcore.sim.")),
+           "labcore.collectives"]
 
 
 @pytest.mark.live
@@ -123,7 +118,7 @@ def test_a_tree_on_a_ring_topology_pays_for_the_extra_hops():
 
 
 def test_double_tree_uses_two_complementary_trees():
-    from labcore.sim.schedules.tree import mirrored_parents, nccl_tree_parents
+    from labcore.sim.core.schedules.tree import mirrored_parents, nccl_tree_parents
 
     for p in (4, 8, 16):
         t0, t1 = nccl_tree_parents(p), mirrored_parents(nccl_tree_parents(p))
@@ -158,7 +153,7 @@ def test_other_presets():
     assert hier.schedule.params["gpus_per_node"] == 4
     sim.simulate("all_reduce", "in_network", 8, 1 << 20, topology=multi).verify()
     with pytest.raises(ValueError, match="unknown topology"):
-        sim.topologies.preset("torus")
+        sim.presets.topology("torus")
 
 
 def test_summary_and_frame():

@@ -6,7 +6,7 @@ import pytest
 
 import labcore.sim as sim
 from labcore.sim import cost, tuner
-from labcore.sim.tree_shapes import depths, nccl_tree_parents
+from labcore.sim.core.tree_shapes import depths, nccl_tree_parents
 
 
 def test_one_ring_per_nic_keeps_the_multinode_ring_near_nccls_busbw():

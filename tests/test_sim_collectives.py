@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import labcore.collectives as spec
-from labcore.sim import collectives as simc
-from labcore.sim.schedules import ALGORITHMS
+from labcore.sim.core import buffers as simc
+from labcore.sim.core.bounds import CUT_RULES
+from labcore.sim.core.schedules import ALGORITHMS, REGISTRY, playing
 
 
 def test_docstring_examples_run():
@@ -23,20 +24,31 @@ def test_the_description_imports_neither_torch_nor_the_simulator():
 
 
 def test_the_simulator_plays_every_collective_with_a_default_algorithm_and_no_other():
-    assert simc.COLLECTIVES == tuple(ALGORITHMS) == ("all_reduce", "reduce_scatter", "all_gather", "broadcast",
-                                                     "reduce", "all_to_all")
-    for name in simc.COLLECTIVES:
+    assert simc.SIMULATED == tuple(ALGORITHMS) == tuple(c.name for c in spec.COLLECTIVES.values() if c.sim)
+    for name in simc.SIMULATED:
         c = spec.describe(name)
-        assert c.sim in ALGORITHMS[name] and (c.ring is None or c.ring in ALGORITHMS[name])
+        assert c.sim in ALGORITHMS[name] and playing(name, "Ring") in (None, *ALGORITHMS[name])
+        assert (c.sources, c.sinks) in CUT_RULES              # the bytes any algorithm must move
+    assert {a.collective for a in REGISTRY.values()} == set(simc.SIMULATED)
+
+
+def test_every_registered_algorithm_runs_with_its_closed_form_and_its_default():
+    import labcore.sim as sim
+
+    for (op, name), a in REGISTRY.items():
+        assert a.build is ALGORITHMS[op][name] and callable(a.form)
+        trace = sim.simulate(op, name, 4, 4096, **({"gpus_per_node": 2} if name == "hierarchical" else {}))
+        trace.verify()
+    for op in simc.SIMULATED:
+        trace = sim.simulate(op, ranks=4, nbytes=4096)         # no algorithm named: the collective's own
+        assert trace.schedule.algorithm == spec.describe(op).sim
 
 
 def test_the_tuner_prices_what_nccl_names():
-    from labcore.sim.tuner import FUNCTIONS, OPS
+    from labcore.sim.nccl.tuner import FUNCTION_OF, FUNCTIONS
 
-    assert OPS == {"broadcast": "Broadcast", "reduce": "Reduce", "all_gather": "AllGather",
-                   "reduce_scatter": "ReduceScatter", "all_reduce": "AllReduce"}
-    assert list(OPS.values()) == list(FUNCTIONS)             # NCCL's order: its first of equal times wins
-    assert set(OPS) == {c.name for c in spec.COLLECTIVES.values() if c.nccl}
+    assert {c.name: c.nccl for c in spec.COLLECTIVES.values() if c.nccl} == FUNCTION_OF
+    assert list(FUNCTION_OF.values()) == list(FUNCTIONS)     # NCCL's order: its first of equal times wins
 
 
 # nccl-tests 2.19.6 src/*.cu *GetCollByteCount / *GetBw, and doc/PERFORMANCE.md: what the bench printed before
@@ -53,7 +65,8 @@ NCCL_TESTS = {
 def test_the_bench_reads_names_layouts_factors_roots_and_least_ranks_from_the_description():
     from labcore.bench.ops import NAMES, OPS, nccl_tests_program, op_name
 
-    assert list(OPS) == list(NCCL_TESTS) and list(NAMES) == [*NCCL_TESTS, "barrier"]
+    assert set(OPS) == {c.name for c in spec.COLLECTIVES.values() if c.program} and [*OPS, "barrier"] == NAMES
+    assert set(NCCL_TESTS) <= set(OPS)
     for name, (factor, split, rooted, least, program) in NCCL_TESTS.items():
         op = OPS[name]
         assert op.spec is spec.describe(name)
@@ -82,20 +95,28 @@ def test_too_few_ranks_are_refused_from_the_description():
 
 
 def test_the_recorder_names_rows_and_counts_bytes_from_the_description():
-    from labcore.live import recorder
+    from labcore.readers import recording
 
-    assert recorder._API_OP == {"reduce_scatter_single": "reduce_scatter", "reduce_scatter_tensor": "reduce_scatter",
-                                "reduce_scatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter",
-                                "all_gather_single": "all_gather", "all_gather_into_tensor": "all_gather",
-                                "_all_gather_base": "all_gather", "all_to_all_single": "all_to_all"}
+    assert {api: spec.from_torch(api) for api in ("reduce_scatter_single", "reduce_scatter_tensor", "reduce_scatter",
+                                                  "_reduce_scatter_base", "all_gather_single", "all_gather_into_tensor",
+                                                  "_all_gather_base", "all_to_all_single")} == {
+        "reduce_scatter_single": "reduce_scatter", "reduce_scatter_tensor": "reduce_scatter",
+        "reduce_scatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter", "all_gather_single": "all_gather",
+        "all_gather_into_tensor": "all_gather", "_all_gather_base": "all_gather", "all_to_all_single": "all_to_all"}
+    # c10d's own names, as the dispatcher, the backends and the profiler write them
+    assert [spec.from_torch(n) for n in ("allreduce_", "_allgather_base", "allgather_into_tensor_coalesced",
+                                         "reduce_scatter_tensor_coalesced", "alltoall_base", "all_reduce_barrier",
+                                         "recv_any_source_")] == ["all_reduce", "all_gather", "all_gather",
+                                                                  "reduce_scatter", "all_to_all", "barrier", "recv"]
+    assert spec.c10d_function("_allgather_base_") == "all_gather_single" and spec.from_torch("wait_tensor") is None
     want = {"all_reduce": 1.5, "all_gather": 0.75, "reduce_scatter": 0.75, "all_to_all": 0.75, "gather": 0.75,
             "scatter": 0.75, "barrier": 0.0, "broadcast": 1.0, "send": 1.0, "recv": 1.0, "all_reduce_coalesced": 1.0}
-    assert {op: recorder._busbw_factor(op, 4) for op in want} == want
-    assert recorder._busbw_factor("all_reduce", 1) == 0.0
+    assert {op: recording._busbw_factor(op, 4) for op in want} == want
+    assert recording._busbw_factor("all_reduce", 1) == 0.0
 
 
 def test_replay_says_why_it_cannot_play_an_op():
-    from labcore.sim.replays import _no_schedule
+    from labcore.sim.apps.replay import _no_schedule
 
     assert _no_schedule("all_reduce") is None
     assert _no_schedule("send") == _no_schedule("recv") == "point-to-point: the simulator has no send/recv schedule"
@@ -104,7 +125,7 @@ def test_replay_says_why_it_cannot_play_an_op():
     assert _no_schedule("all_reduce_coalesced") == "the simulator has no all_reduce_coalesced schedule"
 
 
-@pytest.mark.parametrize("name", simc.COLLECTIVES)
+@pytest.mark.parametrize("name", simc.SIMULATED)
 def test_roles_give_the_buffer_states_written_out_by_hand(name):
     # what the simulator's chains of if/elif said before the roles: (sources, sinks) -> initial and target
     P, root = 4, 2
@@ -146,9 +167,9 @@ def test_a_description_is_checked_when_it_is_made():
         spec.Collective("x", busbw="n")
     with pytest.raises(ValueError, match="needs its sources and sinks"):
         spec.Collective("x", sim="ring")
-    from labcore.sim.schedules._parts import algorithm
+    from labcore.sim.core.registry import algorithm
 
     with pytest.raises(ValueError, match="describe it in labcore/collectives.py"):
-        algorithm("gather", "binomial")
-    with pytest.raises(ValueError, match="has a builder already"):
-        algorithm("all_reduce", "ring")(lambda ranks, nbytes: None)
+        algorithm("gather", "binomial", form=None)
+    with pytest.raises(ValueError, match="is registered already"):
+        algorithm("all_reduce", "ring", form=None)(lambda ranks, nbytes: None)

@@ -5,8 +5,8 @@ import pytest
 
 import labcore as lc
 from labcore.sim import tuner
-from labcore.sim.ddp_step import MIB, ddp_buckets, predict_ddp_step, steps_table
-from labcore.sim.pricing import EXAMPLE_PRICES, compute_seconds, price_steps, step_cost
+from labcore.sim.apps.ddp_step import MIB, ddp_buckets, predict_ddp_step, steps_table
+from labcore.sim.apps.pricing import EXAMPLE_PRICES, compute_seconds, price_steps, step_cost
 
 
 def test_buckets_follow_torchs_reducer():
@@ -45,7 +45,7 @@ def test_the_step_lays_buckets_out_against_compute():
 
 
 def test_each_bucket_gets_the_tuners_pick_or_the_forced_algorithm():
-    m = tuner.MACHINES["multinode"].with_ranks(32, 4)
+    m = tuner.MACHINES["dgx_h100_ib"].with_ranks(32, 4)
     tuned = predict_ddp_step(100 * MIB, "multinode", compute_s=0.01, timing="nccl")
     for r in tuned.buckets.itertuples():
         pick = tuner.choose("all_reduce", r.bytes, m)
@@ -128,6 +128,6 @@ def test_sim_side_needs_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys, labcore.sim.ddp_step as d, labcore.sim.pricing as p; "
+    code = ("import sys, labcore.sim.apps.ddp_step as d, labcore.sim.apps.pricing as p; "
             "d.predict_ddp_step(1 << 26, 'nvswitch8', compute_s=0.01); print('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"

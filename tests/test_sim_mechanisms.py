@@ -1,14 +1,27 @@
-"""NCCL's mid-size mechanisms (labcore.sim.mechanisms): NCCL's numbers, a switch that turns them off,
+"""NCCL's mid-size mechanisms (labcore.sim.nccl.mechanisms): NCCL's numbers, a switch that turns them off,
 and nothing changed on the textbook machines."""
 import pytest
 
 import labcore.sim as sim
-from labcore.sim import mechanisms, topologies
+from labcore.sim import mechanisms, presets, topologies
+
+
+def _node(**attrs):
+    """One DGX H100 node as its preset builds it: the catalog gives it NCCL's machine (a block built by hand
+    has none, and no mechanism applies to it)."""
+    t = presets.topology("nvswitch8")
+    for name, value in attrs.items():
+        setattr(t, name, value)
+    return t
+
+
+def _two_nodes():
+    return presets.topology("dgx_h100_ib", nodes=2)
 
 
 def test_ring_ll_runs_on_nccls_channels_at_a_size():
     """8 GPUs: Ring/LL takes one of 24 channels per 32 KiB (threshold 8 B x 8 ranks x 512 threads)."""
-    t = topologies.nvswitch(8, issue_s=0)
+    t = _node(issue_s=0)
     for nbytes, nc in ((32 << 10, 1), (64 << 10, 2), (256 << 10, 8), (1 << 20, 24)):
         a = mechanisms.adjust("all_reduce", "ring", "LL", nbytes, t)
         assert (a.nccl_algorithm, a.nccl_channels) == ("Ring", nc)
@@ -20,30 +33,30 @@ def test_ring_ll_runs_on_nccls_channels_at_a_size():
 
 def test_nvls_chunks_follow_nccls_cut_downs():
     """16 MiB on 8 x H100: 16 CTAs x 8 heads; 128 KiB cut to 32 KiB, so 4 chunks a channel and head."""
-    a = mechanisms.adjust("all_reduce", "nvls", "NVLS", 16 << 20, topologies.nvswitch(8))
+    a = mechanisms.adjust("all_reduce", "nvls", "NVLS", 16 << 20, _node())
     assert (a.nccl_algorithm, a.nccl_channels, a.chunk_bytes, a.pipeline) == ("NVLS", 16, 32 << 10, 4)
-    tree = mechanisms.adjust("all_reduce", "nvls", "NVLS", 16 << 20, topologies.multinode(2, 8, nvls=True),
+    tree = mechanisms.adjust("all_reduce", "nvls", "NVLS", 16 << 20, _two_nodes(),
                              {"across": "ring"})
     assert (tree.nccl_algorithm, tree.chunk_bytes, tree.pipeline) == ("NVLSTree", 64 << 10, 2)
 
 
 def test_tree_ll128_chunk_is_halved_for_mid_sizes():
     """2 x 8 H100 at 1 MiB: the 600 KiB LL128 step halved to 19200 B, 18000 of them data."""
-    a = mechanisms.adjust("all_reduce", "double_tree", "LL128", 1 << 20, topologies.multinode(2, 8))
+    a = mechanisms.adjust("all_reduce", "double_tree", "LL128", 1 << 20, _two_nodes())
     assert (a.nccl_algorithm, a.nccl_channels, a.chunk_bytes) == ("Tree", 16, 18000)
 
 
 def test_plateau_only_when_asked_and_only_across_nodes():
-    t = topologies.multinode(2, 8)
+    t = _two_nodes()
     assert mechanisms.adjust("all_reduce", "ring", "Simple", 1 << 28, t).latency_scale == 1.0
     assert mechanisms.adjust("all_reduce", "ring", "Simple", 1 << 28, t, mechanisms="all").latency_scale == 1.4
-    assert mechanisms.adjust("all_reduce", "ring", "Simple", 1 << 28, topologies.nvswitch(8),
+    assert mechanisms.adjust("all_reduce", "ring", "Simple", 1 << 28, _node(),
                              mechanisms="all").latency_scale == 1.0
 
 
 def test_textbook_machines_and_other_collectives_are_untouched():
     assert mechanisms.adjust("all_reduce", "ring", None, 1 << 16, topologies.uniform(8)) == mechanisms.Adjustment()
-    assert mechanisms.adjust("all_gather", "ring", "LL", 1 << 16, topologies.nvswitch(8)) == mechanisms.Adjustment()
+    assert mechanisms.adjust("all_gather", "ring", "LL", 1 << 16, _node()) == mechanisms.Adjustment()
     u = topologies.uniform(8, alpha=2e-6, bandwidth=1e10)
     t = sim.simulate("all_reduce", "ring", 8, 1 << 20, topology=u, contention=False)
     assert t.time_s == pytest.approx(sim.simulate("all_reduce", "ring", 8, 1 << 20, topology=u, contention=False,
@@ -58,12 +71,12 @@ def test_unknown_mechanism_is_refused_with_the_names():
 def test_tree_correction_replaces_the_trees_chunk_fill():
     """2 x 8 H100, Tree/LL128 at 1 MiB: treeCorrectionFactor[LL128][log2(1 MiB / 64) = 14] = 0.6 on the
     bandwidth, and no chunk pipeline beside it; NVLSTree on Hopper keeps its chunks (no correction)."""
-    t = topologies.multinode(2, 8)
+    t = _two_nodes()
     a = mechanisms.adjust("all_reduce", "double_tree", "LL128", 1 << 20, t)
     assert a.bandwidth_scale == pytest.approx(0.6) and a.pipeline is None
     chunks_only = mechanisms.adjust("all_reduce", "double_tree", "LL128", 1 << 20, t, mechanisms=("channels", "chunks"))
     assert chunks_only.bandwidth_scale == 1.0 and chunks_only.pipeline > 1
-    tree = mechanisms.adjust("all_reduce", "nvls", "NVLS", 16 << 20, topologies.multinode(2, 8, nvls=True),
+    tree = mechanisms.adjust("all_reduce", "nvls", "NVLS", 16 << 20, _two_nodes(),
                              {"across": "ring"})
     assert tree.bandwidth_scale == 1.0 and tree.pipeline == 2
 
@@ -85,7 +98,7 @@ def test_the_networks_latency_on_every_step_across_nodes():
     told.net_latency_s = None
     assert mechanisms.adjust("all_reduce", "double_tree", "LL", 1 << 10, told).net_latency_s == pytest.approx(75e-6)
     assert mechanisms.adjust("all_reduce", "ring", "LL", 1 << 10, t, mechanisms=()).net_latency_s == 0.0
-    assert mechanisms.adjust("all_reduce", "ring", "LL", 1 << 10, topologies.multinode(2, 8)).net_latency_s == 0.0
+    assert mechanisms.adjust("all_reduce", "ring", "LL", 1 << 10, _two_nodes()).net_latency_s == 0.0
     # a 2-node tree crosses the network once up and once down: twice the latency more
     for topo, each in ((t, lat), (told, 75e-6)):
         on = sim.simulate("all_reduce", "double_tree", 16, 1 << 10, topology=topo, protocol="LL", values=False)
@@ -93,14 +106,14 @@ def test_the_networks_latency_on_every_step_across_nodes():
                            mechanisms=("channels", "chunks", "correction"))
         assert on.time_s - off.time_s == pytest.approx(2 * each, rel=0.05)
     # a group of the machine's ranks (replay's placement) keeps the latency
-    from labcore.sim.replays import _Placed
+    from labcore.sim.apps.replay import _Placed
 
     assert _Placed(t, list(range(4, 12))).net_latency_s == lat
 
 
 def test_net_overhead_floor_only_on_rings_across_nodes_when_asked():
     """getNetOverhead (tuning.cc:226-234): 1 us on Intel hosts, 2 on AMD, x3 for Simple; rings only."""
-    h100, a100 = topologies.multinode(2, 8), sim.presets.topology("dgx_a100_ib", 16)
+    h100, a100 = _two_nodes(), sim.presets.topology("dgx_a100_ib", 16)
     assert mechanisms.adjust("all_reduce", "ring", "LL", 1 << 16, h100).intra_floor_s == 0.0      # off by default
     assert mechanisms.adjust("all_reduce", "ring", "LL", 1 << 16, h100, mechanisms="all").intra_floor_s == 1e-6
     assert mechanisms.adjust("all_reduce", "ring", "Simple", 1 << 16, a100, mechanisms="all").intra_floor_s \
@@ -130,7 +143,7 @@ def test_a_trees_bus_bandwidth_is_capped_where_nccl_caps_it():
     on, off = (sim.simulate("all_reduce", "double_tree", 32, 8 << 20, topology=four, protocol="LL128", values=False,
                             mechanisms=m) for m in ("default", ("channels", "chunks", "correction", "netlatency")))
     assert on.busbw * 1e9 < mechanisms.tree_cap(four.nccl, "LL128") and on.time_s == off.time_s
-    assert mechanisms.tree_cap(topologies.nvswitch(8).nccl, "LL128") is None
+    assert mechanisms.tree_cap(_node().nccl, "LL128") is None
     # LL is left to its links: the cap would be charged on every hop of a small message's tree
     deep = sim.presets.topology("dgx_h100_ib", 512, nodes=64)
     ll = [sim.simulate("all_reduce", "double_tree", 512, 8 << 10, topology=deep, protocol="LL", values=False,

@@ -6,9 +6,9 @@ import pytest
 
 import labcore.sim as sim
 from labcore.sim import tuner
-from labcore.sim.calibration import synthetic
+from labcore.sim.apps.calibration import synthetic
 
-H100 = tuner.MACHINES["nvswitch8"]
+H100 = tuner.MACHINES["dgx_h100"]
 
 
 def test_simulated_small_message_matches_tuner_latency():

@@ -1,9 +1,8 @@
 """Names that say what they are: no public class or function of labcore shares its name with a different
-one elsewhere in labcore, and the old names warn and forward for one release."""
+one elsewhere in labcore, and the old names are gone."""
 import importlib
 import inspect
 import pkgutil
-import warnings
 
 import pytest
 
@@ -39,32 +38,31 @@ def test_no_public_name_means_two_things():
     assert not clashes, clashes
 
 
-@pytest.mark.parametrize("old, new", [
-    ("labcore.sim:sweep", "labcore.sim:simulate_sizes"),
-    ("labcore.sim:cost_table", "labcore.sim:price_steps"),
-    ("labcore.sim.pricing:cost_table", "labcore.sim.pricing:price_steps"),
-    ("labcore.sim.tuner:sweep", "labcore.sim.tuner:cost_sweep"),
-    ("labcore.sim.tuner:Graph", "labcore.sim.tuner:TopoGraph"),
-    ("labcore.sim.trees:nccl_tree_parents", "labcore.sim.tree_shapes:nccl_tree_parents"),
-    ("labcore.sim.presets_scale:nic_bytes", "labcore.sim.scaleout:nic_bytes"),
+@pytest.mark.parametrize("old", [
+    "labcore.sim:sweep", "labcore.sim:cost_table", "labcore.sim.apps.pricing:cost_table", "labcore.sim.nccl.tuner:sweep",
+    "labcore.sim.nccl.tuner:Graph", "labcore.sim.nccl.tuner:SIM_ALGORITHM", "labcore.bench:summarize",
+    "labcore.bench:read_nccl_tests", "labcore.live.flight:record", "labcore.live:read_trace",
+    "labcore.sim.machines.topologies:preset",
 ])
-def test_old_names_warn_and_forward(old, new):
-    (old_module, old_name), (new_module, new_name) = (x.split(":") for x in (old, new))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        got = getattr(importlib.import_module(old_module), old_name)
-    assert got is getattr(importlib.import_module(new_module), new_name)
-    assert len(caught) == 1 and caught[0].category is DeprecationWarning and new_name in str(caught[0].message)
-    assert old_name not in getattr(importlib.import_module(old_module), "__all__", ())
+def test_old_names_are_gone(old):
+    module, name = old.split(":")
+    assert not hasattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("module", ["labcore.sim.trees", "labcore.sim.presets_scale", "labcore.live.kineto",
+                                    "labcore.bench.reader", "labcore.course.hooks"])
+def test_old_modules_are_gone(module):
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(module)
 
 
 def test_renamed_things_are_what_they_say():
     import labcore.sim as sim
-    from labcore.sim.topology import NVSwitchNodes
+    from labcore.sim.core.network import NVSwitchNodes
 
     assert isinstance(sim.topologies.nvswitch(8), NVSwitchNodes) and isinstance(sim.presets.topology("multinode"),
                                                                                  NVSwitchNodes)
-    import labcore.sim.topology as topology
+    import labcore.sim.core.network as topology
 
     assert not hasattr(topology, "Cluster")                   # the topology is not lc.Cluster (the ranks)
     from labcore.collectives import Counts

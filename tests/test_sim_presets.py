@@ -1,18 +1,17 @@
-"""One preset registry (labcore.sim.presets): every name works in simulate, replay, the DDP-step predictor
+"""One preset registry (labcore.sim.machines.presets): every name works in simulate, replay, the DDP-step predictor
 and the sim CLI; each preset finds its own NCCL tuner machine or says in one line why it has none."""
 import doctest
 import subprocess
 import sys
-import warnings
 
 import pandas as pd
 import pytest
 
 import labcore.sim as sim
-from labcore.live.recorder import Recording
+from labcore.readers.recording import Recording
 from labcore.sim import presets, scaleout, tuner
 from labcore.sim.cli import main as sim_cli
-from labcore.sim.ddp_step import predict_ddp_step
+from labcore.sim.apps.ddp_step import predict_ddp_step
 
 NAMES = list(presets.PRESETS)
 CLUSTERS = presets.names("cluster")
@@ -35,7 +34,7 @@ def _recording(world_size=4):
     return Recording("presets", world_size, "gloo", pd.DataFrame(rows), scopes, steps, tuple(range(world_size)))
 
 
-@pytest.mark.parametrize("name", ["labcore.sim.presets", "labcore.sim.presets.preset", "labcore.sim.scaleout"])
+@pytest.mark.parametrize("name", ["labcore.sim.machines.presets", "labcore.sim.machines.presets.preset", "labcore.sim.apps.scaleout"])
 def test_docstring_examples_run(name):
     import importlib
 
@@ -114,7 +113,7 @@ def test_defaults_and_shapes():
     assert (t.ranks, t.nodes, t.nics_per_node) == (8, 2, 4)
     assert presets.topology("tcp_100g", nodes=3).nics_per_node == 1
     assert presets.topology("uniform", 16, nodes=2).nodes == 2 and presets.topology("uniform", 16).nodes == 1
-    assert presets.topology("nvswitch8", 4).ranks == 4 and sim.topologies.preset("multinode", 16).nodes == 2
+    assert presets.topology("nvswitch8", 4).ranks == 4 and sim.presets.topology("multinode", 16).nodes == 2
 
 
 @pytest.mark.parametrize("call, message", [
@@ -142,25 +141,25 @@ def test_what_a_preset_cannot_do_is_one_line(call, message):
 
 
 def test_each_preset_is_priced_by_its_own_tuner_machine():
+    # the catalog decides which NCCL machine prices a preset, once: the topology carries it (what NCCL's
+    # mechanisms read), the tuner prices with it, and the tuner itself knows no preset
     for name in NAMES:
         p = presets.entry(name)
-        t = presets.topology(name)
-        assert t.preset == name
-        if p.tuner is None:
-            assert p.no_tuner
-            with pytest.raises(presets.NoTuner, match=f"no machine for {name}"):
-                tuner.MACHINES[name]              # the tuner reads preset names from the registry too
-            continue
-        m = presets.tuner_for(t)
-        assert m == tuner.MACHINES[p.tuner].with_ranks(t.ranks, t.nodes)
-        assert tuner.MACHINES[name] is tuner.MACHINES[p.tuner]
-    assert {n: presets.entry(n).tuner for n in NAMES if presets.entry(n).tuner} == {
-        "nvswitch8": "dgx_h100", "pcie8": "pcie_4090", "multinode": "dgx_h100_ib", "dgx_h100_ib": "dgx_h100_ib",
-        "roce_8x400": "dgx_h100_ib", "a100_sxm8": "dgx_a100", "h100_sxm8": "dgx_h100", "h200_sxm8": "dgx_h200",
-        "b200_sxm8": "dgx_b200", "dgx_a100_ib": "dgx_a100_ib", "dgx_h200_ib": "dgx_h200_ib",
-        "dgx_b200_ib": "dgx_b200_ib", "aws_p5": "aws_p5", "aws_p4de": "aws_p4de", "gcp_a4": "dgx_b200_ib",
-        "oci_a100_roce": "dgx_a100_ib", "a3_mega": "gcp_a3mega",
-        **{f"pcie{g}_gen{gen}{p2p}": f"pcie_gen{gen}{p2p}" for g in (4, 8) for gen in (4, 5) for p2p in ("", "_nop2p")}}
+        for shape in ({}, {"nodes": 1}) if p.kind == "cluster" else ({},):
+            t = presets.topology(name, **shape)
+            assert t.preset == name
+            assert t.nccl == p.nccl_machine(t.ranks, t.nodes)
+            if t.nccl is None:
+                with pytest.raises(presets.NoTuner, match=f"no machine for {name}"):
+                    presets.tuner_for(t)
+            else:
+                assert presets.tuner_for(t) == t.nccl
+                assert t.nccl == tuner.MACHINES[p.node_tuner if t.nodes == 1 and p.node_tuner else p.tuner].with_ranks(
+                    t.ranks, t.nodes)
+        assert (p.tuner is None) == bool(p.no_tuner)
+    assert presets.topology("dgx_h100_ib", nodes=1).nccl.nodes == 1     # one node alone: NCCL finds the node's graphs
+    assert presets.topology("nvswitch8").nccl == tuner.MACHINES["dgx_h100"]
+    assert sim.topologies.nvswitch(8).nccl is None                      # a block built by hand names no machine
     # a replay on a topology object built from a preset uses that preset's tuner; one built by hand says why not
     rec = _recording()
     assert sim.replay(rec, presets.topology("dgx_h100_ib", nodes=2)).collectives["nccl"].iloc[0] != "default"
@@ -200,17 +199,7 @@ def test_the_registry_describes_every_preset():
     assert set(presets.PUBLISHED_AS) == set(presets.PUBLISHED)
 
 
-def test_scale_out_helpers_live_in_scaleout_and_the_old_module_warns():
+def test_scale_out_helpers_live_in_scaleout():
     df = scaleout.scale_sweep("roce_8x400", nodes=[2], sizes=[1 << 20], algorithms=["ring", "in_network"])
     assert df["algorithm"].tolist() == ["ring"] and df["published"].item() == 384.0   # no SHARP on RoCE: skipped
-    import labcore.sim.presets_scale as old
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        t = old.preset("dgx_h100_ib", 2, sharp=True)
-        assert old.nic_bytes is scaleout.nic_bytes and old.PUBLISHED is presets.PUBLISHED
-    assert t.ranks == 16 and t.sharp
-    assert [str(w.message).split(" is deprecated")[0] for w in caught] == [
-        "labcore.sim.presets_scale.preset", "labcore.sim.presets_scale.nic_bytes", "labcore.sim.presets_scale.PUBLISHED"]
-    assert all(w.category is DeprecationWarning for w in caught)
-    assert "presets_scale" not in sim.__all__ and {"presets", "scaleout"} <= set(sim.__all__)
+    assert {"presets", "scaleout"} <= set(sim.__all__)

@@ -1,7 +1,7 @@
 """Property tests of the simulator: every algorithm, ranks 1..17, random sizes and machines.
 
 Values are exact (checked against numpy for sum, max, min, prod), the time with
-contention off equals the closed form of labcore.sim.cost for both port models
+contention off equals the closed form of labcore.sim.core.cost for both port models
 and any number of channels, busbw never exceeds what a rank's port allows, and
 no algorithm beats the topology's lower bound on any preset.
 """
@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import labcore.sim as sim
 from labcore.sim import cost
-from labcore.sim.collectives import busbw_factor
-from labcore.sim.schedules import ALGORITHMS
+from labcore.sim.core.buffers import busbw_factor
+from labcore.sim.core.schedules import ALGORITHMS
 
 CASES = [(c, a) for c, algs in ALGORITHMS.items() for a in algs]
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True)

@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from labcore.live.topology import cpu_summary, machine_topology, parse_topo
+from labcore.live.sysinfo import cpu_summary, machine_topology
+from labcore.readers.smi_topo import parse_topo
 
 DATA = Path(__file__).parent / "data"
 
@@ -79,7 +80,7 @@ def test_a_copy_whose_tabs_became_spaces():
 def test_topology_input_is_bounded(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="/dev/zero is a device"):
         parse_topo(Path("/dev/zero"))
-    monkeypatch.setattr("labcore.live.topology.MAX_TEXT_BYTES", 1 << 20)
+    monkeypatch.setattr("labcore.readers.smi_topo.MAX_TEXT_BYTES", 1 << 20)
     with pytest.raises(ValueError, match="more than the 1 MiB"):
         parse_topo("\tGPU0\n" + "x" * (1 << 20))
     parse_topo("\tGPU0\nGPU0\t X \n" + "\n" * 200_000 + "NIC0: mlx5_0")   # blank lines: one pass, no hang

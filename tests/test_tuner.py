@@ -1,4 +1,4 @@
-"""NCCL's tuner (labcore.sim.tuner) against cost tables worked out by hand.
+"""NCCL's tuner (labcore.sim.nccl.tuner) against cost tables worked out by hand.
 
 Every expected number below is written as the arithmetic of NVIDIA/nccl 2.30.7
 (commit 5067397) src/graph/tuning.cc and src/enqueue.cc applied to the stated inputs,
@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from labcore.sim import tuner as T
-from labcore.sim.tuner import Machine, TopoGraph
+from labcore.sim.nccl.tuner import Machine, TopoGraph
 
 H100 = T.MACHINES["dgx_h100"]      # 8 GPUs, 1 node; ring/tree 12 ch x 30 GB/s NVL; NVLS 8 ch 40/60; Intel
 IB = T.MACHINES["dgx_h100_ib"]     # 4 nodes x 8; ring/tree 8 ch x 45 GB/s NVL/PXN; NVLS 8 ch 40/48; Intel
@@ -308,8 +308,8 @@ def test_bad_inputs_name_the_fix():
         replace(H100, gpu="pascal")
 
 
-def test_old_names_still_work():
-    assert T.MACHINES["nvswitch8"] is H100 and T.MACHINES["multinode"] is IB
+def test_the_tuner_looks_no_preset_up_and_keeps_its_short_names():
+    assert "nvswitch8" not in T.MACHINES and "multinode" not in T.MACHINES     # presets name their machine
     frame = T.cost_sweep("all_reduce", H100, [8, 1 << 20, 1 << 30])
     assert frame.groupby("size")["chosen"].sum().tolist() == [1, 1, 1]
     assert T.predict("all_reduce", 8, H100).name == T.table("all_reduce", 8, H100)[3].name == "Ring/LL"
@@ -318,7 +318,7 @@ def test_old_names_still_work():
 @pytest.mark.parametrize("name", ["dgx_h100", "dgx_a100", "pcie_4090", "dgx_h100_ib", "dgx_b200"])
 def test_crossovers_are_where_the_choice_changes(name):
     machine = T.MACHINES[name]
-    for op in T.OPS:
+    for op in T.FUNCTION_OF:
         points = T.crossovers(op, machine)
         assert [s for s, _, _ in points] == sorted(s for s, _, _ in points)
         for size, before, after in points:

@@ -8,7 +8,7 @@ import pytest
 
 from labcore.evidence.drift import control_table
 from labcore.evidence.latency import latency_summary
-from labcore.sim.ddp_step import predict_ddp_step
+from labcore.sim.apps.ddp_step import predict_ddp_step
 from labcore.sim import price_steps
 from labcore.viz.control import control_chart
 from labcore.viz.evidence import cost_plot, interval_plot, percentile_plot

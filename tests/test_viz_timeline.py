@@ -2,8 +2,8 @@
 import numpy as np
 
 import labcore.sim as sim
-from labcore.sim.topology import Graph, Link
-from labcore.sim.trace import Schedule
+from labcore.sim.core.network import Graph, Link
+from labcore.sim.core.trace import Schedule
 from labcore.viz import link_timeline, link_usage
 
 

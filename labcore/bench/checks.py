@@ -165,7 +165,7 @@ MAX_PATH_BYTES = 4096
 
 def _lab_result(path: Path) -> bool:
     """Whether ``path`` is a sweep the lab saved (a baseline JSON with the lab's format key)."""
-    from labcore.evidence import baseline
+    from labcore.bench import baseline
     from labcore.files import read_bytes_limited
 
     try:

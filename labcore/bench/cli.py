@@ -14,8 +14,9 @@ and exit status 2. ``--json FILE`` saves the sweep with every repeat (it can ser
 a baseline), written whole or not at all; it replaces an existing file only if that is a
 sweep the lab saved (or with ``--force``), never writes through a symbolic link, and an
 empty or over-long name is refused before anything is measured. Ctrl-C at any moment
-(even while torch imports) ends with one line and status 130. ``--baseline FILE`` runs the evidence gate of
-:func:`labcore.evidence.compare` against one (repeat with ``-N`` so it can decide).
+(even while torch imports) ends with one line and status 130. ``--baseline FILE`` runs the evidence gate
+against one (repeat with ``-N`` so it can decide): the gate is :mod:`labcore.evidence`'s, which builds on
+this package, so ``python -m labcore bench`` hands it in (``main(argv, gate=...)``).
 
 Example
 -------
@@ -36,14 +37,13 @@ from pathlib import Path
 import pandas as pd
 
 from labcore import validate
+from labcore.bench import baseline as _baseline
 from labcore.bench import checks, memory
 from labcore.bench.harness import PLACEMENTS, describe_rank, measure
 from labcore.bench.ops import NAMES, OPS, nccl_tests_program, op_name
 from labcore.bench.sweep import COLUMNS, plan_sizes
 from labcore.bench.table import footer_lines, header_lines, row_line
 from labcore.bench.units import dtype_of, parse_size
-from labcore.evidence import baseline as _baseline
-from labcore.evidence import stats
 from labcore.live.sysinfo import choose_backend, network_summary
 
 # Exit statuses: 0 done; 1 wrong elements, a regression or a failed rank; 2 bad input;
@@ -183,6 +183,9 @@ def _check_files(args, spec, nranks, sizes) -> pd.DataFrame | None:
         checks.check_output(args.json, args.force)
     if not args.baseline:
         return None
+    if args.gate is None:
+        raise ValueError("--baseline runs the evidence gate, which this entry point was not given: run "
+                         "`python -m labcore bench ...`")
     if args.json and Path(args.json).resolve() == Path(args.baseline).resolve():
         raise ValueError(f"--json and --baseline both name {args.baseline}: the run would overwrite its own "
                          "baseline; save this run to another file")
@@ -199,8 +202,7 @@ def _check_files(args, spec, nranks, sizes) -> pd.DataFrame | None:
         raise ValueError(f"cannot read the baseline {args.baseline} ({what}); give the JSON file saved "
                          "with --json FILE") from None
     itemsize = dtype_of(spec["dtype"])[1].itemsize
-    stats.check_comparable(base, _planned(spec, nranks, itemsize, sizes), args.baseline,
-                           parse_size(args.compare_from))
+    args.gate.fits(base, _planned(spec, nranks, itemsize, sizes), args.baseline, parse_size(args.compare_from))
     return base
 
 
@@ -258,22 +260,6 @@ def _run_sizes(run_one, sizes, spec, repeats, say) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _gate_lines(result: pd.DataFrame, source: str) -> list[str]:
-    a = result.attrs
-    lines = [f"# evidence gate against {source}: a size regresses when slower than {1 + a['tolerance']:g}x "
-             f"its baseline; false-alarm rate {a['alpha']:g} ({a['level']:.2g} per size, permutation "
-             f"test on {a['time']} over repeats)",
-             f"# {'size':>10}  {'placement':>12}  {'base us':>9} {'(n)':>4}  {'now us':>9} {'(n)':>4}  "
-             f"{'slowdown':>8}  {'interval':>15}  {'p':>7}  status"]
-    for _, r in result.iterrows():
-        lines.append(f"# {int(r['size']):>10}  {r['placement']:>12}  {r['baseline_us']:9.2f} "
-                     f"{int(r['baseline_repeats']):>4}  {r['current_us']:9.2f} {int(r['current_repeats']):>4}  "
-                     f"{r['slowdown']:8.2f}  {r['slowdown_low']:6.2f}..{r['slowdown_high']:<7.2f}  "
-                     f"{r['p_slower']:7.3g}  {r['status']}")
-    lines.append(f"# evidence gate: {stats.advice(result)}")
-    return lines
-
-
 def _finish(args, df, spec, nranks, backend, base, say) -> int:
     df.attrs["params"] = dict(spec, ranks=nranks, backend=backend, min_bytes=args.minbytes,
                               max_bytes=args.maxbytes, factor=args.stepfactor, step=args.stepbytes,
@@ -290,12 +276,12 @@ def _finish(args, df, spec, nranks, backend, base, say) -> int:
     failed = bool(spec["check"]) and int(df.loc[df["wrong"] > 0, "wrong"].sum()) > 0
     if base is None:
         return 1 if failed else 0
-    result = stats.compare(base, df, args.tolerance, args.alpha, parse_size(args.compare_from),
-                           name=args.baseline)
-    say(*_gate_lines(result, args.baseline))
-    if failed or result.attrs["verdict"] == "regression":
+    verdict, lines = args.gate.judge(base, df, args.tolerance, args.alpha, parse_size(args.compare_from),
+                                       args.baseline)
+    say(*lines)
+    if failed or verdict == "regression":
         return 1
-    return INCONCLUSIVE if result.attrs["verdict"] == "inconclusive" else 0
+    return INCONCLUSIVE if verdict == "inconclusive" else 0
 
 
 def _main_torchrun(args, spec, sizes_asked) -> int:
@@ -390,9 +376,15 @@ def _stop_on_signals():
             signal.signal(s, handler)
 
 
-def main(argv: list[str]) -> int:
-    """Entry point of ``python -m labcore bench``; returns the exit status (see ``--help``)."""
+def main(argv: list[str], gate=None) -> int:
+    """Entry point of ``python -m labcore bench``; returns the exit status (see ``--help``).
+
+    ``gate`` runs ``--baseline``: an object with ``fits(base, planned, source, compare_from)`` and
+    ``judge(base, df, tolerance, alpha, compare_from, source) -> (verdict, lines)``
+    (:mod:`labcore.evidence.cli_gate`, which ``python -m labcore`` hands in).
+    """
     args = _parser().parse_args(argv)
+    args.gate = gate
     try:
         spec, nranks, sizes = _validate(args)
         base = None if _under_torchrun() else _check_files(args, spec, nranks, sizes)

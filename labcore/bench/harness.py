@@ -41,8 +41,8 @@ from labcore.bench import ops as _ops
 from labcore.live.context import rank_info
 from labcore.bench.units import dtype_of
 from labcore.bench.verify import CHECK_BLOCK, count_wrong, inputs
+from labcore.readers.nccl_tests import PLACEMENTS
 
-PLACEMENTS = ("out-of-place", "in-place")
 
 DEFAULTS = dict(dtype="float", redop="sum", root=0, warmup=5, iters=20,
                 placements=PLACEMENTS, check=True, corrupt=0, slowdown=1)
@@ -57,7 +57,7 @@ def _device() -> torch.device:
 
 def describe_rank() -> dict:
     """This rank's pid, host and device, for the "Using devices" lines of the CLI."""
-    from labcore.live.topology import cpu_summary
+    from labcore.live.sysinfo import cpu_summary
 
     dev = _device()
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_summary()["cpu"]

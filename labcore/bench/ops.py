@@ -75,8 +75,6 @@ class Op:
         the output buffer, then runs in place (labelled in every output).
     inplace_checked : False where nccl-tests does not check the in-place result
         (alltoall and sendrecv on one aliased buffer): #wrong is N/A there.
-    redop_column : what nccl-tests prints as redop: "op" (the -o reduction, also for
-        sendrecv, which reduces nothing), "none", or "" (hypercube).
     """
 
     spec: Collective
@@ -85,7 +83,6 @@ class Op:
     checked_on: Callable = lambda ctx: True
     copies: bool = False
     inplace_checked: bool = True
-    redop_column: str = "none"
 
     name = property(lambda self: self.spec.name)
     rooted = property(lambda self: self.spec.rooted)
@@ -98,15 +95,14 @@ class Op:
     layout = property(lambda self: self.spec.counts)
     printed_size = property(lambda self: self.spec.printed_size)
     smallest_size = property(lambda self: self.spec.smallest_size)
+    chunked = property(lambda self: self.spec.chunked)
+    fill_redop = property(lambda self: self.spec.fill_redop)
+    printed_redop = property(lambda self: self.spec.printed_redop)
 
     @property
     def kind(self) -> str:
         """"reduce" (takes a reduction op) or "copy" (moves data only)."""
         return "reduce" if self.spec.reduces else "copy"
-
-    @property
-    def chunked(self) -> bool:
-        return self.split != ""
 
     def busbw_factor(self, nranks: int) -> float:
         return self.spec.busbw_factor(nranks)
@@ -116,11 +112,6 @@ class Op:
         algbw = size * self.algbw_share(nranks) / seconds / 1e9
         return algbw, algbw * self.factor(nranks)
 
-    def fill_redop(self, redop: str) -> str:
-        return redop if self.kind == "reduce" else "none"
-
-    def printed_redop(self, redop: str) -> str:
-        return redop if self.redop_column == "op" else self.redop_column
 
 
 def _everyone(ctx, k):
@@ -201,13 +192,11 @@ def _op(name: str, run, expect, **bench) -> Op:
 
 
 OPS: dict[str, Op] = {op.name: op for op in [
-    _op("all_reduce", _run_all_reduce, _everyone, copies=True, redop_column="op"),
+    _op("all_reduce", _run_all_reduce, _everyone, copies=True),
     _op("all_gather", _run_all_gather, _chunk_source),
-    _op("reduce_scatter", _run_reduce_scatter, lambda ctx, k: _everyone(ctx, ctx.rank * ctx.count + k),
-        redop_column="op"),
+    _op("reduce_scatter", _run_reduce_scatter, lambda ctx, k: _everyone(ctx, ctx.rank * ctx.count + k)),
     _op("broadcast", _run_broadcast, lambda ctx, k: inputs(ctx.root, k, "none", ctx.nranks, ctx.dtype), copies=True),
-    _op("reduce", _run_reduce, _everyone, checked_on=lambda ctx: ctx.rank == ctx.root, copies=True,
-        redop_column="op"),
+    _op("reduce", _run_reduce, _everyone, checked_on=lambda ctx: ctx.rank == ctx.root, copies=True),
     _op("all_to_all", _run_all_to_all,
         lambda ctx, k: inputs(k // ctx.count, ctx.rank * ctx.count + k % ctx.count, "none", ctx.nranks, ctx.dtype),
         inplace_checked=False),
@@ -215,8 +204,8 @@ OPS: dict[str, Op] = {op.name: op for op in [
     _op("scatter", _run_scatter, lambda ctx, k: inputs(ctx.root, ctx.rank * ctx.count + k, "none", ctx.nranks,
                                                        ctx.dtype)),
     _op("sendrecv", _run_sendrecv, lambda ctx, k: inputs((ctx.rank - 1) % ctx.nranks, k, "none", ctx.nranks, ctx.dtype),
-        inplace_checked=False, redop_column="op"),
-    _op("hypercube", _run_hypercube, _chunk_source, redop_column=""),
+        inplace_checked=False),
+    _op("hypercube", _run_hypercube, _chunk_source),
 ]}
 
 # Barrier moves no data: it is timed on its own (latency only) by the harness.

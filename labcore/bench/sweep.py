@@ -21,11 +21,10 @@ from labcore import validate
 from labcore.bench import checks, memory
 from labcore.bench import ops as _ops
 from labcore.bench.harness import PLACEMENTS, measure
+from labcore.readers.nccl_tests import COLUMNS
 from labcore.bench.units import dtype_of, size_steps
 from labcore.live.settings import check_env
 
-COLUMNS = ["op", "size", "count", "type", "redop", "root", "ranks", "backend", "placement",
-           "time_us", "algbw", "busbw", "wrong", "note", "median_us", "repeat", "wrong_ranks"]
 
 # Largest size of a default sweep (nccl-tests' default -e is 32M); smaller if memory is short.
 DEFAULT_MAX_BYTES = 32 << 20
@@ -203,7 +202,7 @@ def _sweep_on(cl, name, torch_dtype, min_bytes, max_bytes, factor, step, dtype, 
               slowdown) -> pd.DataFrame:
     from tqdm.auto import tqdm
 
-    from labcore.live import nccl_log
+    from labcore.readers import nccl_log
 
     budget, where = rank_budget(cl)
     sizes = plan_sizes(name, cl.world_size, torch_dtype.itemsize, budget, min_bytes, max_bytes,

@@ -1,6 +1,6 @@
 """Running the lab as a course: the student setting, the student release, grading and progress.
 
-- the course setting (:mod:`labcore.course.setting`): ``LABCORE_COURSE=student``, or a student release,
+- the course setting (:mod:`labcore.exercises.setting`): ``LABCORE_COURSE=student``, or a student release,
   turns ``solution()`` and each exercise's last hint off; checks work as before;
 - :func:`build_release`: the student release (``python -m labcore course build OUT``);
 - :func:`make_assignment`, :func:`assert_correct`, :func:`read_grades`: nbgrader assignments whose
@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 
 _NAMES = {
-    "mode": "labcore.course.setting", "student_mode": "labcore.course.setting",
+    "mode": "labcore.exercises.setting", "student_mode": "labcore.exercises.setting",
     "progress": "labcore.course.tracking", "class_view": "labcore.course.tracking",
     "class_table": "labcore.course.tracking", "class_plot": "labcore.course.tracking",
     "attempts": "labcore.course.tracking", "progress_path": "labcore.course.tracking",

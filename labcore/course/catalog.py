@@ -1,6 +1,6 @@
 """Which notebook each exercise module belongs to, and every exercise of the lab by notebook.
 
-An exercise is named ``<module>.<variable>`` (``collectives.q_all_reduce``), where ``<module>``
+An exercise is named ``<module>.<variable>`` (``operations.q_all_reduce``), where ``<module>``
 is the module (or package) under ``labcore.exercises`` that defines it; the notebook is the one
 that imports that module (``tests/test_course_progress.py`` checks this map against the notebooks).
 
@@ -18,7 +18,7 @@ import sys
 
 # module under labcore.exercises -> the notebook that asks its questions
 NOTEBOOK_OF = {
-    "collectives": "01", "ring": "02", "trees": "03", "measuring": "04", "data_parallel": "05",
+    "operations": "01", "ring": "02", "trees": "03", "measuring": "04", "data_parallel": "05",
     "sharding": "06", "scaling": "07", "nccl": "08", "hangs": "09", "evidence": "10", "operating": "11",
 }
 NOTEBOOK_TITLES = {
@@ -42,7 +42,7 @@ _NAMES: dict[int, tuple[str, str]] = {}
 
 
 def exercise_name(exercise) -> tuple[str, str]:
-    """``("collectives.q_all_reduce", "01")`` for an exercise of the lab; ``(title, "")`` for any other.
+    """``("operations.q_all_reduce", "01")`` for an exercise of the lab; ``(title, "")`` for any other.
 
     Found by looking the object up in the loaded ``labcore.exercises`` modules (cached by id).
     """
@@ -63,7 +63,7 @@ def exercise_name(exercise) -> tuple[str, str]:
 
 
 def all_exercises() -> dict[str, tuple[str, object]]:
-    """``{"collectives.q_all_reduce": ("01", exercise), ...}`` for every exercise of every notebook."""
+    """``{"operations.q_all_reduce": ("01", exercise), ...}`` for every exercise of every notebook."""
     from labcore.exercises.core import Exercise
 
     found = {}

@@ -16,7 +16,7 @@ submission is graded by the same checks the lab's tests hold to their right answ
 
 Example
 -------
->>> from labcore.exercises.collectives import q_all_reduce
+>>> from labcore.exercises.operations import q_all_reduce
 >>> assert_correct(q_all_reduce, 10)
 >>> assert_correct(q_all_reduce, 3)
 Traceback (most recent call last):

@@ -4,7 +4,7 @@
 
 - ``notebooks/``: the lab's notebooks, outputs cleared;
 - ``labcore/``: the package with the course setting on (a ``STUDENT`` file, see
-  :mod:`labcore.course.setting`) and every exercise module **sealed**: its code, with each
+  :mod:`labcore.exercises.setting`) and every exercise module **sealed**: its code, with each
   exercise's ``solution=``, last hint, ``correct_example=`` and ``wrong_examples=`` and every
   docstring taken out, is compiled to bytecode (``labcore/course/sealed-<python>.bin``), and the
   module's file is a stub that loads it. The reference implementations that solutions point to
@@ -34,7 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from labcore.course.setting import MARKER
+from labcore.exercises.setting import MARKER
 
 # Modules under labcore.exercises that ship as source: the framework, and code learners read.
 OPEN_MODULES = {"labcore.exercises", "labcore.exercises.core", "labcore.exercises.hang_cases"}
@@ -186,7 +186,7 @@ def _copy_notebooks(root: Path, out: Path) -> list[str]:
     return names
 
 
-_PACKAGE_DATA = '\n[tool.setuptools.package-data]\nlabcore = ["course/STUDENT", "course/sealed-*.bin"]\n'
+_PACKAGE_DATA = '\n[tool.setuptools.package-data]\nlabcore = ["exercises/STUDENT", "course/sealed-*.bin"]\n'
 
 
 def _copy_extras(root: Path, out: Path) -> None:
@@ -251,7 +251,8 @@ def build_release(out, *, pythons=(), root=None) -> Path:
         course = out / "labcore" / "course"
         versions = sorted({_compile_for(p, sources, course) for p in (sys.executable, *pythons)})
         commit = _git_commit(root)
-        (course / "STUDENT").write_text(f"student release, commit {commit}\n", encoding="utf-8")
+        (out / "labcore" / "exercises" / MARKER.name).write_text(f"student release, commit {commit}\n",
+                                                                 encoding="utf-8")
         _release_notes(out, notebooks, sources, versions, commit)
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)

@@ -13,7 +13,7 @@ Example
 -------
 >>> import os, tempfile
 >>> os.environ["LABCORE_PROGRESS"] = os.path.join(tempfile.mkdtemp(), "progress.jsonl")
->>> from labcore.exercises.collectives import q_all_reduce
+>>> from labcore.exercises.operations import q_all_reduce
 >>> q_all_reduce.check(3)                       # doctest: +ELLIPSIS
 All-reduce by hand: not quite. ...
 >>> q_all_reduce.check(10)

@@ -21,7 +21,7 @@ Example
 >>> lc.evidence.calls_needed(0.99)       # calls before a p99 has a 95% interval at all
 368
 """
-from labcore.evidence.baseline import load_baseline, save_baseline
+from labcore.bench.baseline import load_baseline, save_baseline
 from labcore.evidence.ceiling import copy_bandwidth
 from labcore.evidence.compute_load import training_neighbours
 from labcore.evidence.drift import RUN_LENGTH, control_limits, control_table, drift_verdict, run_signals

@@ -37,6 +37,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from labcore import events
+from labcore.exercises import setting
 from labcore.exercises.answers import as_array, as_text, describe_answer, equal, holds_text, safe_repr, safe_str, type_name
 from labcore.exercises.answers import close_number as close_number
 from labcore.exercises.timing import OutOfTime, learner_code, limit
@@ -173,7 +175,7 @@ class Exercise:
         """Check ``answer`` and print what is right or wrong (never raises); the attempt is recorded."""
         result = self._evaluate(answer, context, caller_depth=2)
         print(result)
-        _course().note_attempt(self, result)
+        events.announce("attempt", exercise=self, result=result)
 
     def evaluate(self, answer: Any = _NOTHING, **context: Any) -> Result:
         """Like :meth:`check` but return the :class:`Result` instead of printing it."""
@@ -181,19 +183,19 @@ class Exercise:
 
     def hint(self, level: int = 1) -> None:
         """Print hint number ``level`` (1 = gentlest); in a course's student mode the last hint is off."""
-        hints = _course().visible_hints(self.hints)
+        hints = setting.visible_hints(self.hints)
         if not hints:
             print(f"{self.title}: no hints for this one; try solution().")
             return
         level = max(1, int(level))
         text = hints[min(level, len(hints)) - 1]
         more = (f" (hint({level + 1}) says more)" if level < len(hints)
-                else _course().last_hint_note())
+                else setting.last_hint_note())
         print(f"{self.title}, hint {min(level, len(hints))} of {len(hints)}{more}:\n{text}")
 
     def solution(self) -> None:
         """Print the worked solution (in a course's student mode, a line saying it is off)."""
-        print(_course().solution_text(self.title, self._solution))
+        print(setting.solution_text(self.title, self._solution))
 
     def question(self) -> None:
         """Print the question."""
@@ -244,13 +246,6 @@ class Exercise:
             return Result("incorrect", f"{self.title}: not quite. Your answer, {describe_answer(answer)}, "
                           f"is not {self.expects}.")
         return Result("correct", f"{self.title}: correct!" + (f" {remark}" if remark else ""))
-
-
-def _course():
-    """The course's hooks (student mode, progress): the only place the framework reaches labcore.course."""
-    from labcore.course import hooks
-
-    return hooks
 
 
 class ValueExercise(Exercise):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+from labcore.collectives import describe
 from labcore.exercises.answers import as_items, as_number, as_text, equal, holds_text, safe_repr, safe_str, type_name
 from labcore.exercises.answers import as_whole
 from labcore.exercises.core import Exercise, Incorrect, NotAttempted, ValueExercise, _is_blank
@@ -40,10 +41,9 @@ def nccl_tests_size(op: str, count: int, nranks: int, itemsize: int) -> int:
     >>> nccl_tests_size("all_gather", 1024, 4, 4)
     16384
     """
-    from labcore.bench.ops import OPS, op_name
+    from labcore.bench.ops import op_name
 
-    spec = OPS[op_name(op)]
-    return count * itemsize * (nranks if spec.chunked else 1)
+    return count * itemsize * (nranks if describe(op_name(op)).chunked else 1)
 
 
 class _SizeExercise(Exercise):

@@ -7,7 +7,7 @@
 - :data:`q_payload`: the share of an LL line and of an LL128 line that is data;
 - :data:`q_small_channels`: how many channels NCCL launches for a small all-reduce.
 
-The right answers are read from the logs (:func:`labcore.live.nccl_log.recorded`) and from
+The right answers are read from the logs (:func:`labcore.readers.nccl_log.recorded`) and from
 the lab's port of NCCL's tuner, so the exercise and the cells beside it always agree.
 
 Example
@@ -33,7 +33,7 @@ TRANSPORTS = ("P2P", "SHM", "NET")
 
 @lru_cache(maxsize=None)
 def _log(name):
-    from labcore.live.nccl_log import recorded
+    from labcore.readers.nccl_log import recorded
 
     return recorded(name)
 

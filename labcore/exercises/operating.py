@@ -112,7 +112,7 @@ def workload_ratio(running: dict, candidate: dict, calls: dict) -> float:
 
 
 def _tuner_times() -> dict:
-    """NCCL's model (labcore.sim.tuner, NCCL 2.30.7) of a Ring all_reduce on one DGX H100, per protocol."""
+    """NCCL's model (labcore.sim.nccl.tuner, NCCL 2.30.7) of a Ring all_reduce on one DGX H100, per protocol."""
     from labcore.sim import tuner
 
     machine = tuner.MACHINES["dgx_h100"]

@@ -24,7 +24,7 @@ __all__ = ["q_hierarchical_bytes", "q_sharp_bytes", "q_nic_gbytes", "q_sharp_gai
 
 
 def _hier(size, nodes, gpus_per_node):
-    from labcore.sim.scaleout import internode_bytes_per_gpu
+    from labcore.sim.apps.scaleout import internode_bytes_per_gpu
 
     return internode_bytes_per_gpu("hierarchical", size, nodes, gpus_per_node)
 
@@ -163,7 +163,7 @@ q_nic_per_gpu = ValueExercise(
 def fastest_small_message(nodes: int = 64, nbytes: int = 8 << 10) -> str:
     """The fastest of ring, hierarchical and double_tree for ``nbytes`` on ``nodes`` DGX H100 nodes (simulated)."""
     import labcore.sim as sim
-    from labcore.sim.presets import topology
+    from labcore.sim.machines.presets import topology
 
     topo = topology("dgx_h100_ib", nodes=nodes)
     times = {a: sim.simulate("all_reduce", a, topo.ranks, nbytes, topology=topo, values=False).time_s

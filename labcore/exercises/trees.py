@@ -22,7 +22,7 @@ __all__ = ["q_binomial_rounds", "q_tree_parent", "q_double_tree_interior", "q_tr
 
 
 def _binomial_rounds(n: int) -> int:
-    from labcore.sim.schedules import build
+    from labcore.sim.core.schedules import build
 
     return build("broadcast", "binomial", n, 1024).n_steps
 
@@ -42,7 +42,7 @@ q_binomial_rounds = FunctionExercise(
 
 
 def _nccl_parent(rank: int, n: int) -> int:
-    from labcore.sim.tree_shapes import nccl_tree_parents
+    from labcore.sim.core.tree_shapes import nccl_tree_parents
 
     return nccl_tree_parents(n)[rank]
 
@@ -69,7 +69,7 @@ q_tree_parent = FunctionExercise(
 
 
 def _interior_in_both(ranks: int) -> int:
-    from labcore.sim.schedules import build
+    from labcore.sim.core.schedules import build
 
     trees = build("all_reduce", "double_tree", ranks, 1 << 20).layout.parents
     inner = [{p for p in tree if p >= 0} for tree in trees]

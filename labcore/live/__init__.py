@@ -1,36 +1,30 @@
-"""Real collectives: a persistent rank cluster on this machine (or on ipyparallel engines), ``%%ranks``,
-recordings of what training sends, readers of real NCCL logs and of real jobs' profiler traces, machine facts.
+"""Real collectives: a persistent rank cluster on this machine (or on ipyparallel engines), ``%%ranks``, the
+hang report, the in-rank recorder of what training sends, torch's flight recorder on the ranks, and this
+machine's facts (GPUs, backend, how its devices connect).
 
-Names load on first use: a rank imports this package before its worker, and the readers (pandas, the
-trace reader, the tuner) would otherwise load in every rank and in the forkserver that forks them.
+What real jobs leave behind (profiler traces, NCCL logs, nccl-tests output, flight-recorder dumps) is read
+by :mod:`labcore.readers`, into the same :class:`~labcore.readers.recording.Recording` the recorder returns.
+Names load on first use: a rank imports this package before its worker, and the forkserver that forks the
+ranks should import as little as a rank does.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
 
-# public name -> (module, its name there)
-_NAMES = {
-    "Cluster": ("cluster", "Cluster"), "EngineCluster": ("engines", "EngineCluster"),
-    "RankInfo": ("context", "RankInfo"), "device": ("context", "device"), "rank_info": ("context", "rank_info"),
-    "ClusterError": ("errors", "ClusterError"), "CollectiveTimeout": ("errors", "CollectiveTimeout"),
-    "HangReport": ("errors", "HangReport"), "RankDied": ("errors", "RankDied"), "RankError": ("errors", "RankError"),
-    "get_cluster": ("magic", "get_cluster"),
-    "TRACES_DIR": ("kineto", "TRACES_DIR"), "kernel_choice": ("kineto", "kernel_choice"),
-    "nccl_choices": ("kineto", "nccl_choices"), "read_trace": ("kineto", "read_trace"),
-    "tuner_machine": ("kineto", "tuner_machine"),
-    "NCCL_LOGS_DIR": ("nccl_log", "LOGS_DIR"), "NcclLog": ("nccl_log", "NcclLog"),
-    "parse_nccl_log": ("nccl_log", "parse"), "recorded_nccl_log": ("nccl_log", "recorded"),
-    "FR_ENV": ("recorder", "FR_ENV"), "Recorder": ("recorder", "Recorder"), "Recording": ("recorder", "Recording"),
-    "combine": ("recorder", "combine"), "record": ("recorder", "record"),
-    "NodeGroups": ("scaleout", "NodeGroups"), "hierarchical_all_reduce": ("scaleout", "hierarchical_all_reduce"),
-    "node_groups": ("scaleout", "node_groups"),
-    "explain_backend": ("sysinfo", "explain_backend"), "has_gpus": ("sysinfo", "has_gpus"),
-    "machine_summary": ("sysinfo", "machine_summary"),
-    "TOPO_LEGEND": ("topology", "LEGEND"), "TopoMatrix": ("topology", "TopoMatrix"),
-    "cpu_summary": ("topology", "cpu_summary"), "machine_topology": ("topology", "machine_topology"),
-    "parse_topo": ("topology", "parse_topo"),
+# module -> the public names it defines
+_MODULES = {
+    "labcore.live.cluster": ["Cluster"],
+    "labcore.live.engines": ["EngineCluster"],
+    "labcore.live.context": ["RankInfo", "device", "rank_info"],
+    "labcore.live.errors": ["ClusterError", "CollectiveTimeout", "RankDied", "RankError"],
+    "labcore.live.hang": ["HangReport"],
+    "labcore.live.magic": ["get_cluster"],
+    "labcore.live.recorder": ["FR_ENV", "Recorder", "record"],
+    "labcore.live.scaleout": ["NodeGroups", "hierarchical_all_reduce", "node_groups"],
+    "labcore.live.sysinfo": ["explain_backend", "has_gpus", "machine_summary", "cpu_summary", "machine_topology"],
 }
+_NAMES = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = [*_NAMES, "flight"]
 
@@ -38,8 +32,7 @@ __all__ = [*_NAMES, "flight"]
 def __getattr__(name: str):
     """A public name, or a submodule (``lc.live.flight``, ``lc.live.recorder``), imported when first asked for."""
     if name in _NAMES:
-        module, attr = _NAMES[name]
-        value = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+        value = getattr(importlib.import_module(_NAMES[name]), name)
         globals()[name] = value
         return value
     if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
@@ -48,4 +41,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(__all__)

@@ -37,7 +37,8 @@ import weakref
 
 from labcore.live import engine_rank, hang, scratch, source, subreaper
 from labcore.live.base import ERROR_GRACE_S, HANG_REPORT_S, RankGroupBase, check_timeout
-from labcore.live.errors import ClusterError, CollectiveTimeout, HangReport, RankDied, RankError
+from labcore.live.errors import ClusterError, CollectiveTimeout, RankDied, RankError
+from labcore.live.hang import HangReport
 from labcore.live.settings import check_env, check_output_limit
 from labcore.live.sysinfo import LIMIT_ENV, check_world_size
 

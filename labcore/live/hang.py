@@ -13,7 +13,7 @@ import os
 import re
 import sysconfig
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _FRAME = re.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+) in (?P<func>\S+)')
 # Frames inside torch.distributed that are decorators or helpers, not the call a learner made.
@@ -185,12 +185,63 @@ def headline(finished: list[int], stuck: dict, unreached: list[int] = (), calls:
             "another group?)")
 
 
+@dataclass
+class HangReport:
+    """Where each rank was when a call passed its deadline.
+
+    Its first line names the rank(s) that diverged and how (:func:`headline`),
+    then comes each rank's state. ``calls`` holds, for finished ranks, how many collectives
+    they issued in the call, where the rank could count them.
+    """
+
+    timeout_s: float
+    finished: list[int]
+    stuck: dict[int, StackSummary] = field(default_factory=dict)
+    unreached: list[int] = field(default_factory=list)  # ranks that never took the whole request
+    calls: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def headline(self) -> str:
+        """The first line: who diverged, and how."""
+        return headline(self.finished, self.stuck, self.unreached, self.calls)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def describe(self, verdict: bool = True) -> str:
+        """The report; without ``verdict``, without its first line (an exercise that asks which rank
+        diverged leaves that to the learner), like ``FlightAnalysis.describe(verdict=False)``."""
+        silent = len(self.stuck) + len(self.unreached)
+        done = "".join(f", rank {r} after {self.calls[r]} collective{'s' * (self.calls[r] != 1)}"
+                       for r in self.finished if r in self.calls)
+        lines = [self.headline[:1].upper() + self.headline[1:] + "."] if verdict else []
+        lines += [f"No reply from {silent} of {len(self.finished) + silent} ranks after {self.timeout_s:g} s.",
+                 f"  finished: {self.finished or 'none'}{done}"]
+        for rank, where in sorted(self.stuck.items()):
+            lines.append(f"  rank {rank}: {where}")
+        for rank in self.unreached:
+            lines.append(f"  rank {rank}: never read the call from its pipe (is the process stopped, by "
+                         "SIGSTOP, Ctrl-Z or a debugger?)")
+        collectives = {where.collective for where in self.stuck.values() if where.collective}
+        if len(collectives) > 1:
+            lines.append("Ranks are waiting in different collectives: every rank must call the "
+                         "same collectives in the same order.")
+        elif not collectives and self.stuck:
+            lines.append("No stuck rank is inside a collective: they are running Python code (a long "
+                         "loop, a sleep?). If the work is just slow, raise the timeout: "
+                         "Cluster(..., timeout=s) or cl.call(fn, timeout=s).")
+        elif collectives and self.finished:
+            lines.append("Some ranks finished while others wait: a collective or recv that not "
+                         "every rank reached (or that no rank sends to).")
+        return "\n".join(lines)
+
+
+
 def report(timeout: float, finished: list[int], dumps: dict[int, str], unreached: list[int], path,
            request_id: int):
-    """The :class:`labcore.live.errors.HangReport` of a call, from the stack dumps and what the ranks
+    """The :class:`HangReport` of a call, from the stack dumps and what the ranks
     left in their run folder (``path(rank, kind)`` names a rank's file)."""
     from labcore.live import progress
-    from labcore.live.errors import HangReport
 
     stuck = {r: summarize_stack(dump, progress.read_gpu(path(r, "gpu"))) for r, dump in dumps.items()}
     calls = {r: progress.read_calls(path(r, "calls"), request_id) for r in finished}

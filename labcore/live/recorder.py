@@ -7,7 +7,7 @@ parallelism, ``ZeroRedundancyOptimizer`` or your own collectives)::
         for batch in batches:
             with rec.step():
                 train_step(batch)
-    return rec.recording()          # one rank's Recording; lc.live.combine(...) joins the ranks
+    return rec.recording()          # one rank's Recording; lc.readers.combine(...) joins the ranks
 
 or in a notebook, ``%%ranks 4 --record ddp`` (the cell sees ``ddp`` as the recorder, the notebook
 gets the combined :class:`Recording`).
@@ -43,9 +43,9 @@ phases). Forward compute outside any scope is invisible to it: wrap it in
 On NCCL the collectives run as CUDA kernels, and the recorder reads those: the profiler records
 CUDA activity too, the block ends with a device synchronize (so every kernel launched in it is
 in the profile), and each flight-recorder entry is paired with its ``nccl:<op>`` scope and the
-kernels launched inside it (:func:`labcore.live.kineto.match_kernels`, the code that reads a real
+kernels launched inside it (:func:`labcore.readers.profiler_trace.match_kernels`, the code that reads a real
 job's trace): ``start_s``/``end_s`` are the kernels' GPU times, ``kernel``, ``algorithm``,
-``protocol``, ``channels`` and ``threads`` what they say (:func:`labcore.live.kineto.kernel_choice`),
+``protocol``, ``channels`` and ``threads`` what they say (:func:`labcore.readers.profiler_trace.kernel_choice`),
 and ``overlapped`` is True when a compute kernel ran beside them on the GPU. c10d's watchdog
 (which notices a start within its 100 ms loop, and times an entry only once it retires it) is not
 read; a collective NCCL ran without a kernel (a one-rank group copies) keeps the flight
@@ -55,17 +55,8 @@ Two gloo facts show up in recordings: gloo runs ``reduce_scatter`` as an all-red
 whole buffer (``backend_op`` says so; ``op`` names what was asked, from the Python frame), and
 its send/recv rows have no group or frame.
 
-Columns of :attr:`Recording.frame` (one row per collective per rank)
---------------------------------------------------------------------
-rank, step, op, bytes (the size nccl-tests reports: all_gather's output, reduce_scatter's input,
-otherwise the buffer), in_bytes, out_bytes, dtype, group (process group name), group_ranks,
-group_size, seq (the group's collective number, equal on every rank of the group), issued_s,
-start_s, end_s (seconds from the recording's start, on the rank's clock), time_us (end - start),
-overlapped, frame (the first frame outside torch: your line), via (the torch function that called
-the process group, e.g. DDP's ``_sync_params_and_buffers`` or FSDP's ``foreach_all_gather``),
-backend_op, peer (NCCL's send/recv: the other rank, in the group's numbering; -1 for collectives
-and for gloo's send/recv, whose events do not name it), and from NCCL's
-kernels (empty or -1 on gloo): kernel, algorithm, protocol, channels (CTAs), threads (a block).
+It returns a :class:`labcore.readers.recording.Recording` (its columns are described there), the
+model a real job's profiler trace is read into too.
 
 Example (on a rank)
 -------------------
@@ -81,15 +72,15 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import re
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from labcore import collectives as _collectives
+from labcore.readers import intervals
+from labcore.readers.recording import ITEMSIZE, P2P, ROW, Recording, combine, from_profiling_name, nccl_tests_bytes
 
-__all__ = ["record", "Recorder", "Recording", "combine", "record_cell", "FR_ENV"]
+__all__ = ["record", "Recorder", "record_cell", "FR_ENV"]
 
 FR_ENV = {"TORCH_FR_BUFFER_SIZE": "2000"}
 """Environment that keeps the flight recorder on (pass to ``lc.Cluster(n, env=FR_ENV)``)."""
@@ -97,38 +88,11 @@ FR_ENV = {"TORCH_FR_BUFFER_SIZE": "2000"}
 # blamed on a 50 ms grace came from runs begun out of queue order, mended in _match_runs; the margin stays)
 _GLOO_SCOPE_GRACE_S = 0.5
 
-# c10d's dtype names in flight-recorder entries -> bytes per element
-_ITEMSIZE = {"Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2,
-             "Char": 1, "Byte": 1, "Bool": 1, "ComplexFloat": 8, "ComplexDouble": 16,
-             "Float8_e4m3fn": 1, "Float8_e5m2": 1}
-# torch.distributed API functions whose name says what was asked when the backend runs something else
-_API_OP = _collectives.TORCH_NAMES
-_P2P = {"send", "recv", "recvAnySource"}
-_COLUMNS = ["rank", "step", "op", "bytes", "in_bytes", "out_bytes", "dtype", "group", "group_ranks",
-            "group_size", "seq", "issued_s", "start_s", "end_s", "time_us", "overlapped", "frame", "via",
-            "backend_op", "peer", "kernel", "algorithm", "protocol", "channels", "threads"]
 # what a row has where no NCCL kernel ran it (gloo)
 _NO_KERNEL = dict(peer=-1, kernel="", algorithm="", protocol="", channels=-1, threads=-1)
-# backend profiling names that are not the op's name
-_BACKEND_OP = {"all_reduce_barrier": "barrier"}
-_ROW = [c for c in _COLUMNS if not c.endswith("_s") and c != "time_us"] + ["issued_ns", "start_ns", "end_ns"]
 # the profiler's dtype names (gloo's point-to-point events) -> bytes per element
 _PROFILER_ITEMSIZE = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
                       "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1}
-
-
-def _op_name(profiling_name: str) -> tuple[str, int]:
-    """The op, and the peer (-1: none), a backend's profiling name stands for.
-
-    >>> _op_name("nccl:_all_gather_base"), _op_name("nccl:send 0->1"), _op_name("nccl:recv 1<-0")
-    (('all_gather', -1), ('send', 1), ('recv', 0))
-    """
-    head, _, tail = profiling_name.split(":", 1)[-1].strip().partition(" ")
-    p2p = re.fullmatch(r"\d+\s*(->|<-)\s*(\d+)", tail.strip())
-    if head in _P2P and p2p:          # ProcessGroupNCCL: "nccl:send <rank>-><peer>", "nccl:recv <rank><-<peer>"
-        return ("send" if head == "send" else "recv"), int(p2p[2])
-    head = _BACKEND_OP.get(head, head)
-    return _API_OP.get(head, head), -1
 
 
 def _torch_dir() -> str:
@@ -162,18 +126,7 @@ def _numel(sizes) -> int:
 
 
 def _nbytes(sizes, dtypes) -> int:
-    return int(sum((int(np.prod(s)) if len(s) else 1) * _ITEMSIZE.get(d, 4) for s, d in zip(sizes, dtypes)))
-
-
-def _size(op: str, in_bytes: int, out_bytes: int) -> int:
-    """nccl-tests' size: the buffer a collective splits across the ranks, whole (the output of all_gather
-    and gather, the input of reduce_scatter and scatter, which only the root holds), else the input."""
-    split = _collectives.describe(op).split if op in _collectives.COLLECTIVES else ""
-    if split == "recv":
-        return out_bytes
-    if split == "send":
-        return max(in_bytes, out_bytes)
-    return in_bytes
+    return int(sum((int(np.prod(s)) if len(s) else 1) * ITEMSIZE.get(d, 4) for s, d in zip(sizes, dtypes)))
 
 
 @contextlib.contextmanager
@@ -220,16 +173,16 @@ def _stop_profiler():
 
 
 def _gpu_events(result):
-    """The profile's NCCL scopes, CUDA launches and kernels (:class:`labcore.live.kineto.Events`), read from
+    """The profile's NCCL scopes, CUDA launches and kernels (:class:`labcore.readers.profiler_trace.Events`), read from
     the profiler's own Kineto JSON (the only place its kernels' launch sizes are), in a folder removed after."""
     import tempfile
 
-    from labcore.live import kineto
+    from labcore.readers import profiler_trace
 
     with tempfile.TemporaryDirectory(prefix="labcore-profile-") as tmp:
         path = os.path.join(tmp, "profile.json")
         result.save(path)
-        return kineto.Events.from_trace(kineto._load(path, limit=1 << 30), "this rank's profile")
+        return profiler_trace.Events.from_trace(profiler_trace.load_trace(path, limit=1 << 30), "this rank's profile")
 
 
 def _events(result) -> list[tuple]:
@@ -259,7 +212,7 @@ class Recorder:
         self._events: list[tuple] = []
         self._profile = None
         self._nccl, self._sm = False, None
-        self._gpu = None          # on NCCL: the profile's CUDA kernels and launches (kineto.Events)
+        self._gpu = None          # on NCCL: the profile's CUDA kernels and launches (profiler_trace.Events)
         self._result: Recording | None = None
 
     def __enter__(self) -> "Recorder":
@@ -391,15 +344,15 @@ def _match_runs(entries: list[dict], runs: list[tuple]) -> dict[int, tuple[int, 
 
 def _nccl_kernels(entries: list[dict], gpu, sm: int | None = None) -> tuple[dict, list[tuple]]:
     """On NCCL: record_id -> the kernel columns of each flight-recorder entry whose ``nccl:<op>`` scope
-    launched kernels (:func:`labcore.live.kineto.collective_row`), and the compute kernels as events.
+    launched kernels (:func:`labcore.readers.profiler_trace.collective_row`), and the compute kernels as events.
 
     Entries and scopes of one profiling name are paired in issue order when they are as many, else
     each entry with the scope around its creation time (c10d records the entry inside the scope)."""
-    from labcore.live import kineto
+    from labcore.readers import profiler_trace
 
-    found, _ = kineto.match_kernels(gpu)
+    found, _ = profiler_trace.match_kernels(gpu)
     launched = {c["scope"][:3]: c["kernels"] for c in found if c["scope"][3].startswith("nccl:")}
-    compute = kineto._merge([(k[0], k[1]) for k in gpu.compute])
+    compute = intervals.union((k[0], k[1]) for k in gpu.compute)
     scopes: dict[str, list] = {}
     for sc in sorted(gpu.scopes):
         scopes.setdefault(sc[3], []).append(sc)
@@ -413,8 +366,8 @@ def _nccl_kernels(entries: list[dict], gpu, sm: int | None = None) -> tuple[dict
         for e, sc in pairs:
             ks = launched.get(sc[:3])
             if ks:
-                op, peer = _op_name(name)
-                out[e["record_id"]] = kineto.collective_row(op, peer, ks, compute, sm)
+                op, peer = from_profiling_name(name)
+                out[e["record_id"]] = profiler_trace.collective_row(op, peer, ks, compute, sm)
     return out, [(k[3].split("(", 1)[0], None, k[0], k[1], [], []) for k in gpu.compute]
 
 
@@ -443,7 +396,7 @@ def _build(rec: Recorder, entries: list[dict]) -> "Recording":
 
     t0, t1, steps = rec._t0, rec._t1, rec._steps
     torch_dir = _torch_dir()
-    runs = [e for e in rec._events if e[0].startswith("gloo:") and e[0][5:] not in _P2P and e[2] >= t0]
+    runs = [e for e in rec._events if e[0].startswith("gloo:") and e[0][5:] not in P2P and e[2] >= t0]
     mine = [e for e in entries if t0 <= e["time_created_ns"] <= t1]
     if runs and not mine:
         raise RuntimeError("the profiler saw collectives but the flight recorder kept none: it is off on "
@@ -464,8 +417,8 @@ def _build(rec: Recorder, entries: list[dict]) -> "Recording":
     for e in mine:
         api, via, user = _frames(e.get("frames", []), torch_dir)
         backend_op = e["profiling_name"]
-        named, peer = _op_name(backend_op)
-        op = _API_OP.get(api) or named
+        named, peer = from_profiling_name(backend_op)
+        op = _collectives.TORCH_NAMES.get(api) or named
         ib, ob = _nbytes(e["input_sizes"], e["input_dtypes"]), _nbytes(e["output_sizes"], e["output_dtypes"])
         start, end = timed.get(e["record_id"], (None, None))
         gpu = kernels.get(e["record_id"])
@@ -482,13 +435,13 @@ def _build(rec: Recorder, entries: list[dict]) -> "Recording":
                          e["time_created_ns"], start, end, activity, user, via or api, backend_op,
                          gpu or dict(_NO_KERNEL, peer=peer)))
     for name, _thread, start, end, shapes, dtypes in rec._events:
-        if name.startswith("gloo:") and name[5:] in _P2P and t0 <= start <= t1:
+        if name.startswith("gloo:") and name[5:] in P2P and t0 <= start <= t1:
             # gloo's flight recorder skips send/recv: bytes from the profiler's shapes, no group or frame
             nbytes = sum(_numel([s]) * _PROFILER_ITEMSIZE.get(d, 4) for s, d in zip(shapes, dtypes))
             op = "send" if name == "gloo:send" else "recv"
             rows.append(_row(rec, steps, op, nbytes, nbytes, dtypes[0] if dtypes else "", "", (), 2, -1, start,
                              start, end, activity, "", "", name))
-    frame = pd.DataFrame(rows, columns=_ROW)
+    frame = pd.DataFrame(rows, columns=ROW)
     frame = frame.sort_values("issued_ns", kind="stable").reset_index(drop=True)
     scopes = pd.DataFrame([(rec._rank, _step_of(a, steps), e[0], a, b) for e in compute for a, b in [e[2:4]]
                            if t0 <= a <= t1],
@@ -507,245 +460,12 @@ def _row(rec, steps, op, in_bytes, out_bytes, dtype, group, ranks, group_size, s
         # did the rank do anything (compute, issue another collective) while this one was in flight?
         i = np.searchsorted(activity, created, side="right")
         overlapped = bool(i < activity.size and activity[i] < end)
-    row = dict(rank=rec._rank, step=_step_of(created, steps), op=op, bytes=_size(op, in_bytes, out_bytes),
+    row = dict(rank=rec._rank, step=_step_of(created, steps), op=op, bytes=nccl_tests_bytes(op, in_bytes, out_bytes),
                in_bytes=in_bytes, out_bytes=out_bytes, dtype=dtype.lower(), group=group, group_ranks=tuple(ranks),
                group_size=group_size, seq=seq, overlapped=overlapped, frame=user, via=via, backend_op=backend_op,
                issued_ns=created, start_ns=np.nan if start is None else start, end_ns=np.nan if end is None else end,
                **kernel)
-    return [row[c] for c in _ROW]
-
-
-@dataclass
-class Recording:
-    """The collectives of a recorded training loop, for one rank or all of them.
-
-    Attributes
-    ----------
-    name : label given to :func:`record`.
-    world_size, backend : of the cluster that recorded it.
-    frame : pandas DataFrame, one row per collective per rank (columns in the module docstring).
-    scopes : the compute the profiler saw (rank, step, name, start_s, end_s): autograd nodes and
-        framework scopes such as ``DistributedDataParallel.forward`` or ``Optimizer.step#SGD.step``.
-    steps : rank, step, start_s, end_s of every marked step (a profiler trace's also ``label``,
-        its ``ProfilerStep#N``).
-    ranks : which ranks are in it.
-    notes : what a reader of a real job's trace left out or assumed (:func:`labcore.live.read_trace`).
-    machine : the machine a trace says it ran on (GPU, compute capability, GPUs seen, nodes, NCCL).
-
-    Example
-    -------
-    >>> rec = combine(cl.run(train_and_record))          # doctest: +SKIP
-    >>> rec.summary()                                     # doctest: +SKIP
-    """
-
-    name: str
-    world_size: int
-    backend: str
-    frame: "object"
-    scopes: "object"
-    steps: "object"
-    ranks: tuple = ()
-    origin_ns: int = 0
-    _windows: dict = field(default_factory=dict, repr=False)
-    notes: list = field(default_factory=list)
-    machine: dict = field(default_factory=dict)
-
-    @classmethod
-    def _from_rank(cls, name, rank, world, backend, t0, t1, frame, scopes, steps) -> "Recording":
-        rec = cls(name, world, backend, frame, scopes, steps, (rank,), t0, {rank: (t0, t1)})
-        return rec._rebase(t0)
-
-    def _rebase(self, origin_ns: int) -> "Recording":
-        """Express every time in seconds from ``origin_ns`` (kept in ``*_ns`` columns too)."""
-        for df, cols in ((self.frame, ("issued", "start", "end")), (self.scopes, ("start", "end")),
-                         (self.steps, ("start", "end"))):
-            for c in cols:
-                df[f"{c}_s"] = (df[f"{c}_ns"].astype(float) - origin_ns) / 1e9
-        self.frame["time_us"] = (self.frame["end_ns"] - self.frame["start_ns"]) / 1e3
-        self.origin_ns = origin_ns
-        self.frame = self.frame[_COLUMNS + ["issued_ns", "start_ns", "end_ns"]]
-        return self
-
-    @property
-    def n_steps(self) -> int:
-        return int(self.steps["step"].max()) + 1 if len(self.steps) else 0
-
-    def step_times(self):
-        """Duration of every marked step, in us, on its slowest rank (pandas Series by step)."""
-        d = self.steps.assign(us=(self.steps["end_ns"] - self.steps["start_ns"]) / 1e3)
-        return d.groupby("step")["us"].max()
-
-    def collectives(self, rank: int | None = None):
-        """Rows of one rank (default: the lowest), without the bookkeeping ``*_ns`` columns."""
-        rank = min(self.ranks) if rank is None else rank
-        return self.frame[self.frame["rank"] == rank][_COLUMNS].reset_index(drop=True)
-
-    def summary(self, by: str = "op"):
-        """Per step: calls, bytes and the bytes each rank sends, by op (``by="op"``) or by rank.
-
-        ``bytes`` sums nccl-tests' sizes; ``sent_bytes`` is what each rank puts on the wire with
-        a bandwidth-optimal algorithm (size x nccl-tests' busbw factor: 2(n-1)/n for all_reduce,
-        (n-1)/n for all_gather and reduce_scatter, 1 for broadcast and send). With ``by="op"``
-        the numbers are per rank (the lowest rank of the recording).
-        """
-        import pandas as pd
-
-        if by not in ("op", "rank"):
-            raise ValueError(f"by must be 'op' or 'rank', not {by!r}")
-        df = self.frame.copy()
-        df["sent_bytes"] = [b * _busbw_factor(op, n) for b, op, n in zip(df["bytes"], df["op"], df["group_size"])]
-        if by == "op":
-            df = df[df["rank"] == min(self.ranks)]
-        keys = ["step", by]
-        out = df.groupby(keys).agg(calls=("op", "size"), bytes=("bytes", "sum"), sent_bytes=("sent_bytes", "sum"),
-                                   time_us=("time_us", "sum"))
-        return out if len(out) else pd.DataFrame(columns=["calls", "bytes", "sent_bytes", "time_us"])
-
-    def bandwidth(self, rank: int | None = None):
-        """:meth:`collectives` of one rank with each one's ``algbw_gbs`` (bytes / time) and ``busbw_gbs``
-        (algbw x nccl-tests' factor for its op and group size), GB = 1e9 bytes, as nccl-tests counts.
-
-        Example
-        -------
-        >>> rec.bandwidth()[["op", "bytes", "time_us", "busbw_gbs"]]      # doctest: +SKIP
-        """
-        rows = self.collectives(rank)
-        algbw = rows["bytes"] / rows["time_us"].where(rows["time_us"] > 0) / 1e3
-        factor = [_busbw_factor(op, n) for op, n in zip(rows["op"], rows["group_size"])]
-        return rows.assign(algbw_gbs=algbw, busbw_gbs=algbw * factor)
-
-    def exposed(self, by: str = "step"):
-        """Per rank and step (``by="rank"``: per rank, all steps at once), how much communication ran
-        with no compute beside it, in us.
-
-        ``comm_us`` is the time any collective ran (their union, start to end), ``hidden_us`` the
-        part of it during which a compute scope also ran (on a trace, a compute kernel on the GPU),
-        ``exposed_us`` the rest: communication nothing hid. ``exposed_share`` = exposed / comm.
-        (HolisticTraceAnalysis's ``get_comm_comp_overlap`` is hidden / comm over the whole trace.)
-
-        Example
-        -------
-        >>> rec.exposed()                     # doctest: +SKIP
-        """
-        import pandas as pd
-
-        if by not in ("step", "rank"):
-            raise ValueError(f"by must be 'step' or 'rank', not {by!r}")
-        keys = ["rank", "step"] if by == "step" else ["rank"]
-        f, sc = self.frame, self.scopes
-        scopes = dict(list(sc.groupby(keys)))
-        rows = []
-        for key, g in f[f["start_ns"].notna() & f["end_ns"].notna()].groupby(keys):
-            comm, busy = _comm_and_busy(g, scopes.get(key, sc.iloc[:0]))
-            total, hidden = _length(comm), _length(_intersect(comm, busy))
-            rows.append(dict(zip(keys, key if by == "step" else (key[0] if isinstance(key, tuple) else key,))) | dict(
-                comm_us=total / 1e3, hidden_us=hidden / 1e3, exposed_us=(total - hidden) / 1e3,
-                exposed_share=(total - hidden) / total if total else 0.0))
-        return pd.DataFrame(rows, columns=keys + ["comm_us", "hidden_us", "exposed_us", "exposed_share"])
-
-    def exposed_spans(self, rank: int, step: int) -> list[tuple[float, float]]:
-        """The spans (start_s, end_s) of one rank's step when communication ran with no compute beside it."""
-        f, sc = self.frame, self.scopes
-        g = f[(f["rank"] == rank) & (f["step"] == step) & f["start_ns"].notna() & f["end_ns"].notna()]
-        comm, busy = _comm_and_busy(g, sc[(sc["rank"] == rank) & (sc["step"] == step)])
-        hidden = _intersect(comm, busy)
-        out, j = [], 0
-        for a, b in comm:             # comm minus hidden: hidden spans lie inside comm's, in order
-            while j < len(hidden) and hidden[j][1] <= b:
-                if hidden[j][0] > a:
-                    out.append((a, hidden[j][0]))
-                a = hidden[j][1]
-                j += 1
-            if b > a:
-                out.append((a, b))
-        return [((a - self.origin_ns) / 1e9, (b - self.origin_ns) / 1e9) for a, b in out]
-
-    def __repr__(self) -> str:
-        ops = self.collectives()["op"].value_counts()
-        listing = ", ".join(f"{op} {n}" for op, n in ops.items()) or "no collectives"
-        return (f"<Recording {self.name!r}: ranks {list(self.ranks)} of {self.world_size}, {self.backend}, "
-                f"{self.n_steps} step(s); per rank: {listing}>")
-
-
-def _comm_and_busy(rows, scopes) -> tuple[list, list]:
-    """Unions (ns) of the collectives' spans and of the compute scopes (waits left out)."""
-    comm = _union(zip(rows["start_ns"], rows["end_ns"]))
-    busy = _union((a, b) for a, b, n in zip(scopes["start_ns"], scopes["end_ns"], scopes["name"])
-                  if "wait" not in n.lower())
-    return comm, busy
-
-
-def _union(spans) -> list[tuple[float, float]]:
-    out: list[list[float]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        elif b > a:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
-
-
-def _intersect(x: list, y: list) -> list[tuple[float, float]]:
-    """Intersection of two unions of disjoint sorted spans (one merge pass)."""
-    out, i, j = [], 0, 0
-    while i < len(x) and j < len(y):
-        a, b = max(x[i][0], y[j][0]), min(x[i][1], y[j][1])
-        if a < b:
-            out.append((a, b))
-        if x[i][1] < y[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
-
-
-def _length(spans) -> float:
-    return float(sum(b - a for a, b in spans))
-
-
-def _busbw_factor(op: str, n: int) -> float:
-    """nccl-tests' factor of a collective (:mod:`labcore.collectives`); 1 for an op it does not describe."""
-    spec = _collectives.COLLECTIVES.get(op)
-    return 0.0 if n <= 1 else spec.busbw_factor(n) if spec else 1.0
-
-
-def combine(recordings) -> Recording:
-    """Join the per-rank :class:`Recording` objects of one recorded run into one.
-
-    Times are re-based to the earliest start among the ranks (ranks on one machine share a
-    clock; across machines, their clocks' offset shows up as skew).
-
-    Example
-    -------
-    >>> rec = combine(cl.run(train_and_record))    # doctest: +SKIP
-    """
-    import pandas as pd
-
-    recs = list(recordings)
-    if not recs or not all(isinstance(r, Recording) for r in recs):
-        raise TypeError("combine() takes the Recording of every rank, e.g. combine(cl.run(fn)) where fn "
-                        "returns rec.recording()")
-    names, worlds = {r.name for r in recs}, {r.world_size for r in recs}
-    if len(worlds) > 1:
-        raise ValueError(f"these recordings come from clusters of {sorted(worlds)} ranks; combine the "
-                         "ranks of one run")
-    ranks = sorted(r for rec in recs for r in rec.ranks)
-    if len(set(ranks)) != len(ranks):
-        raise ValueError(f"rank(s) {sorted({r for r in ranks if ranks.count(r) > 1})} appear twice; combine "
-                         "the ranks of one run")
-    if len(names) > 1:
-        raise ValueError(f"these are different recordings ({', '.join(sorted(names))}); combine one at a time")
-    origin = min(min(w[0] for w in r._windows.values()) for r in recs)
-    out = Recording(recs[0].name, recs[0].world_size, recs[0].backend,
-                    pd.concat([r.frame for r in recs], ignore_index=True),
-                    pd.concat([r.scopes for r in recs], ignore_index=True),
-                    pd.concat([r.steps for r in recs], ignore_index=True),
-                    tuple(ranks), origin, {k: v for r in recs for k, v in r._windows.items()})
-    out = out._rebase(origin)
-    out.frame = out.frame.sort_values(["issued_ns", "rank"], kind="stable").reset_index(drop=True)
-    out.notes = [n for r in recs for n in r.notes]
-    out.machine = next((r.machine for r in recs if r.machine), {})
-    return out
+    return [row[c] for c in ROW]
 
 
 # Names every %%ranks cell finds defined on the ranks, and the recorder's own import.

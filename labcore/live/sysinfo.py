@@ -1,10 +1,12 @@
-"""What this machine offers the lab: GPUs, the backend a cluster will use, and why."""
+"""What this machine offers the lab: GPUs, the backend a cluster will use and why, how its devices connect."""
 from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import subprocess
+from pathlib import Path
 
 
 def gpu_count() -> int:
@@ -246,3 +248,41 @@ def network_summary() -> list[str]:
     else:
         lines = [line]
     return ["# Network"] + [f"#  {entry}" for entry in dict.fromkeys(lines)]
+
+
+def cpu_summary() -> dict:
+    """What ranks on this machine share when there is no GPU: cores, NUMA nodes, memory."""
+    import psutil
+
+    model = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        found = re.search(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), flags=re.M)
+        model = found.group(1).strip() if found else model
+    nodes = sorted(Path("/sys/devices/system/node").glob("node[0-9]*"))
+    mem = psutil.virtual_memory()
+    return {
+        "cpu": model,
+        "logical_cores": os.cpu_count(),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "numa_nodes": max(1, len(nodes)),
+        "memory_total_gib": round(mem.total / 2**30, 1),
+        "memory_available_gib": round(mem.available / 2**30, 1),
+        "transport": "gloo over loopback TCP: every byte crosses the kernel's network stack "
+                     "and competes with the ranks for the same cores",
+    }
+
+
+def machine_topology(timeout: float = 10.0):
+    """The GPU :class:`~labcore.readers.smi_topo.TopoMatrix` from ``nvidia-smi topo -m`` when it works, else :func:`cpu_summary`."""
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True,
+                                 timeout=timeout, check=True).stdout
+            from labcore.readers.smi_topo import parse_topo
+
+            return parse_topo(out)
+        except (subprocess.SubprocessError, OSError, ValueError):
+            pass
+    return cpu_summary()

@@ -15,10 +15,12 @@ import argparse
 import sys
 
 from labcore import validate
-from labcore.collectives import COLLECTIVES
-from labcore.sim import MAX_RANKS, presets, simulate, tuner
-from labcore.sim.schedules import ALGORITHMS
-from labcore.sim.trace import ScheduleError, _fmt_bytes
+from labcore.collectives import describe
+from labcore.sim.core.schedules import ALGORITHMS
+from labcore.sim.machines import presets
+from labcore.sim.nccl import tuner
+from labcore.sim.simulation import MAX_RANKS, simulate
+from labcore.sim.core.trace import ScheduleError, _fmt_bytes
 
 _PROG = "python -m labcore sim"
 DEFAULT_SIZE = 64 << 20
@@ -60,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     ops = sorted(ALGORITHMS)
     p = _Parser(prog=_PROG, description="Step through a collective algorithm on a simulated topology.")
     p.add_argument("op", choices=ops, help="collective")
-    p.add_argument("--algo", default="ring", help="algorithm; 'auto' for NCCL's choice by its model (tuner), "
+    p.add_argument("--algo", default=None, help="algorithm (default: the collective's own); 'auto' for NCCL's "
+                   "choice by its model (tuner), "
                    "'best' for the fastest as simulated; "
                    + "; ".join(f"{o}: {', '.join(sorted(a))}" for o, a in ALGORITHMS.items()))
     p.add_argument("-n", "--ranks", type=_positive, default=8, help="number of ranks (default 8)")
@@ -69,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-e", "--maxbytes", type=_size, help="sweep: largest size")
     p.add_argument("-f", "--stepfactor", type=_positive, default=2, help="sweep: size multiplier, 2 or more (default 2)")
     p.add_argument("--topology", default="uniform", choices=list(presets.PRESETS),
-                   help="machine, a preset of labcore.sim.presets, built for -n ranks (default uniform)")
+                   help="machine, a preset of labcore.sim.machines.presets, built for -n ranks (default uniform)")
     p.add_argument("--protocol", default="auto", help="NCCL protocol on presets that describe them: auto (the "
                    "fastest), LL, LL128, Simple, NVLS")
     p.add_argument("--reduce-op", default="sum", choices=["sum", "max", "min", "prod"])
@@ -85,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _choose(args, topo, size: int) -> tuple[str, str, dict]:
     """(simulator algorithm, note, builder options) for --algo auto at ``size`` bytes: NCCL's tuner's
-    pick on the preset's own tuner machine, as :func:`labcore.sim.tuner.simulated_as` plays it; one
+    pick on the preset's own tuner machine, as :func:`labcore.sim.nccl.tuner.simulated_as` plays it; one
     line saying why where there is none or the topology cannot play it."""
     try:
         machine = presets.tuner_for(topo)
@@ -93,14 +96,10 @@ def _choose(args, topo, size: int) -> tuple[str, str, dict]:
         raise ValueError(f"--algo auto needs NCCL's tuner, and {why}; use --algo best (the fastest as "
                          "simulated) or name an algorithm") from None
     choice = tuner.predict(args.op, size, machine)
-    options, stand_in = {}, ""
-    if args.op == "all_reduce":
-        algo, _, options, stand_in = tuner.simulated_as(choice.algorithm, choice.protocol, topo)
-    else:
-        algo = COLLECTIVES[args.op].ring
-    if algo is None:
-        raise ValueError(f"NCCL's tuner picks {choice.name} for {args.op}, which the simulator has no schedule for; "
-                         f"name one with --algo ({', '.join(sorted(ALGORITHMS[args.op]))})")
+    try:
+        algo, _, options, stand_in = tuner.simulated_as(choice.algorithm, choice.protocol, topo, op=args.op)
+    except ValueError as why:
+        raise ValueError(f"NCCL's tuner picks {choice.name} for {args.op}; {why}") from None
     note = (f"NCCL's tuner picks {choice.name} ({choice.time_us:.1f} us predicted on {machine.ranks} ranks, "
             f"{machine.nodes} node(s)); simulating {algo!r}" + (f" ({stand_in})" if stand_in else ""))
     return algo, note, options
@@ -114,6 +113,8 @@ def _check(args) -> None:
     """Refuse what the simulator would refuse, before any work."""
     if args.ranks > MAX_RANKS:
         raise ValueError(f"-n/--ranks must be at most {MAX_RANKS}, got {args.ranks}")
+    if args.algo is None:
+        args.algo = describe(args.op).sim
     if args.algo not in ("auto", "best") and args.algo not in ALGORITHMS[args.op]:
         raise ValueError(f"no {args.algo!r} algorithm for {args.op}; choose one of "
                          f"{', '.join(sorted(ALGORITHMS[args.op]))}, auto or best")

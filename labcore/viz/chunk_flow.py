@@ -32,7 +32,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from labcore.collectives import describe
-from labcore.sim import collectives
+from labcore.sim.core import buffers
 from labcore.viz.positions import Placement, place
 from labcore.viz.style import CHUNK_COLORS, DESIGN_WIDTH, format_bytes, template_dict
 
@@ -119,7 +119,7 @@ def fill_levels(trace) -> tuple[np.ndarray, np.ndarray]:
     if not trace.has_values:
         raise ValueError("chunk_flow needs the buffer state of every step: simulate with values=True")
     counts = np.stack([trace.holds_at(k).sum(axis=-1) for k in range(-1, s.n_steps)])
-    want, care = collectives.target(s.collective, s.ranks, s.chunks, s.root)
+    want, care = buffers.target(s.collective, s.ranks, s.chunks, s.root)
     # a cell whose final content does not matter: a partial sum out of all ranks when the
     # collective reduces, else one rank's data, complete as it is
     reduces = describe(s.collective).reduces
@@ -183,7 +183,7 @@ def chunk_flow(trace, *, title: str | None = None, frame_ms: int = 800, width: i
     Parameters
     ----------
     trace
-        A :class:`labcore.sim.trace.Trace` simulated with ``values=True``
+        A :class:`labcore.sim.core.trace.Trace` simulated with ``values=True``
         (any collective and algorithm of :mod:`labcore.sim`).
     title
         Figure title; by default collective, algorithm, ranks and size.

@@ -39,7 +39,7 @@ CONTROL_WIDTH = "230px"
 
 def _options_for(op: str, algorithm: str, ranks: int, topology) -> dict:
     """Builder options the explorer fills in: a hierarchical run takes its node size from the topology."""
-    from labcore.sim.schedules import ALGORITHMS
+    from labcore.sim.core.schedules import ALGORITHMS
 
     accepted = inspect.signature(ALGORITHMS[op][algorithm]).parameters
     if "gpus_per_node" not in accepted:
@@ -72,7 +72,7 @@ class Explorer:
     op, algorithm, ranks, nbytes, topology
         Starting values: the collective (fixed), a name from
         ``labcore.sim.ALGORITHMS[op]``, rank count, bytes, and a topology preset
-        name from ``labcore.sim.topologies.PRESETS``.
+        name from :func:`labcore.sim.presets.names`.
     max_ranks
         Largest rank count the slider offers.
     timeline
@@ -84,7 +84,7 @@ class Explorer:
     timeline : FigureWidget of the link timeline, or None.
     controls : dict of the ipywidgets (algorithm, ranks, size, topology, step, play).
     numbers : HTML widget with the simulated and closed-form costs.
-    trace : the current :class:`labcore.sim.trace.Trace`.
+    trace : the current :class:`labcore.sim.core.trace.Trace`.
     """
 
     def __init__(self, op: str = "all_reduce", algorithm: str = "ring", ranks: int = 8,
@@ -103,7 +103,7 @@ class Explorer:
                                        continuous_update=False),
             "size": widgets.SelectionSlider(options=[(format_bytes(s), s) for s in sizes], value=int(nbytes),
                                             description="size", continuous_update=False),
-            "topology": widgets.Dropdown(options=list(sim.topologies.PRESETS), value=topology,
+            "topology": widgets.Dropdown(options=sim.presets.names(), value=topology,
                                          description="topology"),
             # how many steps are done: 0 is the start, k shows the buffers after step k - 1 (steps count from 0)
             "step": widgets.IntSlider(value=0, min=0, max=1, description="steps done"),
@@ -130,7 +130,7 @@ class Explorer:
         c = self.controls
         algorithm, ranks, nbytes = c["algorithm"].value, c["ranks"].value, c["size"].value
         try:
-            topo = sim.topologies.preset(c["topology"].value, ranks)
+            topo = sim.presets.topology(c["topology"].value, ranks)
             trace = sim.simulate(self.op, algorithm=algorithm, ranks=ranks, nbytes=nbytes, topology=topo,
                                  **_options_for(self.op, algorithm, ranks, topo))
         except (ValueError, TypeError) as err:   # e.g. an algorithm the machine cannot run

@@ -1,4 +1,4 @@
-"""Where to draw each agent of a schedule, from its :class:`~labcore.sim.trace.Layout`.
+"""Where to draw each agent of a schedule, from its :class:`~labcore.sim.core.trace.Layout`.
 
 Ranks sit the way the algorithm sees them: around a circle in ring order, as a
 tree under its root, in boxes per node for hierarchical runs, around a
@@ -7,7 +7,7 @@ reducing switch for in-network reduction. Reducing switches are agents too
 
 Example
 -------
->>> from labcore.sim.trace import Layout
+>>> from labcore.sim.core.trace import Layout
 >>> p = place(Layout("ring", order=(0, 1, 2, 3)), ranks=4)
 >>> p.xy.shape, len(p.edges)
 ((4, 2), 4)
@@ -138,7 +138,7 @@ def place(layout, ranks: int, switches: int = 0) -> Placement:
     Parameters
     ----------
     layout
-        A :class:`labcore.sim.trace.Layout` (kind "ring", "tree", "hierarchical",
+        A :class:`labcore.sim.core.trace.Layout` (kind "ring", "tree", "hierarchical",
         "switch" or "mesh").
     ranks, switches
         How many agents of each kind the schedule has.

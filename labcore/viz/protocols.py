@@ -1,11 +1,11 @@
 """Figures of NCCL's protocols and channels: one line of LL and LL128 against a Simple step,
 predicted time per protocol with the crossovers, channels launched per message size.
 
-The numbers come from :mod:`labcore.sim.tuner` (NCCL 2.30.7's model and constants).
+The numbers come from :mod:`labcore.sim.nccl.tuner` (NCCL 2.30.7's model and constants).
 
 Example
 -------
->>> from labcore.sim.tuner import MACHINES
+>>> from labcore.sim.nccl.tuner import MACHINES
 >>> fig = protocol_times("all_reduce", MACHINES["dgx_h100"])
 >>> sorted({t.name for t in fig.data if t.mode == "lines"})
 ['LL', 'LL128', 'Simple']
@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from labcore.sim import tuner
-from labcore.sim.tuner import constants as C
+from labcore.sim.nccl.tuner import constants as C
 from labcore.viz.style import TEMPLATE, byte_ticks, chunk_color, format_bytes
 
 DATA_COLOR, FLAG_COLOR, FENCE_COLOR = chunk_color(0), "#d62728", "#7f7f7f"
@@ -77,13 +77,13 @@ def protocol_times(op: str, machine: tuner.Machine, sizes=None, *, title: str | 
 
     Parameters
     ----------
-    op : a collective :mod:`labcore.sim.tuner` covers.
+    op : a collective :mod:`labcore.sim.nccl.tuner` covers.
     machine : a tuner Machine, e.g. ``tuner.MACHINES["dgx_h100"]``.
     sizes : bytes to plot (default 8 B to 4 GiB, powers of two).
 
     Example
     -------
-    >>> from labcore.sim.tuner import MACHINES
+    >>> from labcore.sim.nccl.tuner import MACHINES
     >>> fig = protocol_times("all_reduce", MACHINES["dgx_h100"], [8, 1 << 30])
     >>> [t.name for t in fig.data]
     ['LL', 'LL128', 'Simple', "NCCL's pick"]
@@ -123,7 +123,7 @@ def protocol_crossovers(op: str, machine: tuner.Machine, min_bytes: int = 8,
 
     Example
     -------
-    >>> from labcore.sim.tuner import MACHINES
+    >>> from labcore.sim.nccl.tuner import MACHINES
     >>> protocol_crossovers("all_gather", MACHINES["dgx_h100"])[0][1:]
     ('LL', 'LL128')
     """
@@ -146,7 +146,7 @@ def channels_by_size(op: str, machines: dict, sizes=None) -> go.Figure:
 
     Example
     -------
-    >>> from labcore.sim.tuner import MACHINES
+    >>> from labcore.sim.nccl.tuner import MACHINES
     >>> fig = channels_by_size("all_reduce", {"H100": MACHINES["dgx_h100"]}, [1 << 10, 1 << 20])
     >>> list(fig.data[0].y)
     [1, 24]
@@ -169,7 +169,7 @@ def channels_by_size(op: str, machines: dict, sizes=None) -> go.Figure:
 MECHANISM_STEPS = ((), ("channels",), ("channels", "chunks"), ("channels", "chunks", "correction"),
                    ("channels", "chunks", "correction", "caps"),
                    ("channels", "chunks", "correction", "caps", "plateau"))
-"""The mechanisms switched on in turn by :func:`mechanism_effects` (:data:`labcore.sim.mechanisms.MECHANISMS`)."""
+"""The mechanisms switched on in turn by :func:`mechanism_effects` (:data:`labcore.sim.nccl.mechanisms.MECHANISMS`)."""
 
 
 def _pick(topology, nbytes: int):
@@ -181,7 +181,7 @@ def _pick(topology, nbytes: int):
 
 def mechanism_effects(topologies: dict, sizes=None) -> go.Figure:
     """All-reduce busbw against size as the simulator plays NCCL's pick, with NCCL's mid-size
-    mechanisms (:mod:`labcore.sim.mechanisms`) switched on one after another: none, the channels
+    mechanisms (:mod:`labcore.sim.nccl.mechanisms`) switched on one after another: none, the channels
     NCCL runs at a size, its chunk pipeline, its tree correction (which replaces the trees' chunk
     fill), its bus bandwidth caps on trees across nodes (the simulator's default, less the network's
     latency, which InfiniBand reports as 0), then the multi-node ring plateau. One panel per
@@ -202,7 +202,7 @@ def mechanism_effects(topologies: dict, sizes=None) -> go.Figure:
              "+ tree caps (default)", "+ ring plateau"]
     for col, topo in enumerate(topologies.values(), start=1):
         if getattr(topo, "nccl", None) is None:
-            raise ValueError(f"{topo.name!r} does not know its NCCL machine; build it with labcore.sim.topologies."
+            raise ValueError(f"{topo.name!r} does not know its NCCL machine; build it with labcore.sim.machines.topologies."
                              "nvswitch or multinode")
         for k, (label, which) in enumerate(zip(names, MECHANISM_STEPS)):
             busbw, ran = [], []

@@ -1,12 +1,12 @@
 """A training step as a timeline: compute, and each collective on its group's stream.
 
 The top panel is the step as recorded (on this machine); each further panel the same step
-replayed on another topology (:func:`labcore.sim.replay`, module :mod:`labcore.sim.replays`). Bars share one colour per op across
+replayed on another topology (:func:`labcore.sim.replay`, module :mod:`labcore.sim.apps.replay`). Bars share one colour per op across
 panels, so a bucket's all-reduce can be followed from the recording to each prediction.
 Compute keeps its recorded length in every panel (unless the replay scaled it), so what
 changes is how much communication shows beside it.
 
-A real job's trace (:func:`labcore.live.read_trace`) draws the same way: compute is its GPU's
+A real job's trace (:func:`labcore.read_trace`) draws the same way: compute is its GPU's
 compute kernels, each collective its NCCL kernels (the hover names NCCL's algorithm, protocol
 and channels), and ``exposed=True`` adds a lane with the communication no compute ran beside.
 
@@ -52,7 +52,7 @@ def _recorded_panel(recording, rank: int, step: int, exposed: bool):
     """The recorded step's timeline rows, with an exposed-communication lane, and its kernel notes."""
     import pandas as pd
 
-    from labcore.sim.replays import recorded_timeline
+    from labcore.sim.apps.replay import recorded_timeline
 
     t = recorded_timeline(recording, rank, step)
     s = recording.steps
@@ -71,15 +71,15 @@ def step_timeline(recording, replays=(), rank: int | None = None, step: int | No
 
     Parameters
     ----------
-    recording : :class:`labcore.live.recorder.Recording`.
-    replays : :class:`labcore.sim.replays.Replay` objects of that recording.
+    recording : :class:`labcore.readers.recording.Recording`.
+    replays : :class:`labcore.sim.apps.replay.Replay` objects of that recording.
     rank : which rank (default: the lowest).
     step : which step (default: the last one, usually warm).
     title : figure title.
     shared_x : one time axis for all panels (compute keeps its length, so what moves is the
         communication); False gives each panel its own, for predictions much shorter than the recording.
     exposed : add a lane to the recorded panel with the spans where communication ran and no
-        compute did (:meth:`labcore.live.recorder.Recording.exposed_spans`).
+        compute did (:meth:`labcore.readers.recording.Recording.exposed_spans`).
     """
     rank = min(recording.ranks) if rank is None else rank
     step = recording.n_steps - 1 if step is None else step
@@ -118,7 +118,7 @@ def step_timeline(recording, replays=(), rank: int | None = None, step: int | No
 def replay_slider(replays: dict, rank: int = 0, step: int | None = None, title: str = "",
                   prefix: str = "") -> go.Figure:
     """One replayed step per slider position: ``replays`` maps a label (e.g. a bucket size) to a
-    list of :class:`labcore.sim.replays.Replay` (one per topology, drawn one above the other).
+    list of :class:`labcore.sim.apps.replay.Replay` (one per topology, drawn one above the other).
 
     The slider's label and each panel's title give the predicted step time, so moving the
     slider shows how the choice behind the label trades latency against overlap. ``prefix``

@@ -77,7 +77,7 @@ def link_timeline(trace, *, max_links: int = 48, title: str | None = None) -> go
     Parameters
     ----------
     trace
-        A :class:`labcore.sim.trace.Trace` (values are not needed).
+        A :class:`labcore.sim.core.trace.Trace` (values are not needed).
     max_links
         Rows to draw at most; the busiest links are kept when a run uses more.
     title

@@ -297,7 +297,7 @@ def _sgd(model, lr: float) -> None:
 def recorded_loop(name: str, step_fn: Callable, steps: int = CHECK_STEPS, first: int = 0, **batch):
     """On every rank: ``step_fn(x, y)`` on this rank's slice (:func:`local_batch`, options
     ``batch``) of training steps ``first .. first + steps - 1``, each one a recorded step.
-    Returns the :class:`~labcore.live.recorder.Recording`."""
+    Returns the :class:`~labcore.readers.recording.Recording`."""
     import torch.distributed as dist
 
     from labcore.live.recorder import record
@@ -317,7 +317,7 @@ def train(average: Callable | str, steps: int = CHECK_STEPS, lr: float = LR, buc
     ``average`` is a function of the model (e.g. :func:`allreduce_per_parameter`), or one of the
     strings ``"per_parameter"``, ``"buckets"``, ``"overlapped"``, ``"ddp"`` (torch's DDP with
     ``bucket_cap_mb = bucket_bytes / 2**20``). Returns (this rank's final parameters, flat, and
-    the :class:`~labcore.live.recorder.Recording` of the steps, one per step).
+    the :class:`~labcore.readers.recording.Recording` of the steps, one per step).
     """
     model = make_model(dims=dims, dtype=dtype)
     hooked = module = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from labcore import collectives
 from labcore.exercises.answers import safe_repr, safe_str, type_name, as_whole
 from labcore.exercises.core import Incorrect, NotAttempted, _is_blank
 from labcore.exercises.live import LIMIT_S, on_every_size, warm_up
@@ -100,18 +101,6 @@ class CollectiveSwitchedOff(RuntimeError):
 _NO_TRAFFIC = {"wait_tensor", "_wrap_tensor_autograd"}
 
 
-# c10d's op names -> torch.distributed's
-_COLLECTIVE_NAMES = {
-    "allreduce_": "all_reduce", "allreduce_coalesced_": "all_reduce_coalesced", "allgather_": "all_gather",
-    "_allgather_base_": "all_gather_single", "allgather_coalesced_": "all_gather_coalesced",
-    "allgather_into_tensor_coalesced_": "all_gather_single (coalesced)", "reduce_scatter_": "reduce_scatter",
-    "_reduce_scatter_base_": "reduce_scatter_single", "reduce_scatter_tensor_coalesced_":
-    "reduce_scatter_single (coalesced)", "alltoall_": "all_to_all", "alltoall_base_": "all_to_all_single",
-    "broadcast_": "broadcast", "reduce_": "reduce", "gather_": "gather", "scatter_": "scatter",
-    "barrier": "barrier", "monitored_barrier_": "monitored_barrier",
-}
-
-
 def _traffic_recorder():
     """A dispatch mode that records this rank's sends and receives and refuses every collective.
 
@@ -147,9 +136,9 @@ def _traffic_recorder():
                                                 "check can see who talks to whom.")
                 else:
                     what = (f"the functional collective {name}" if "functional" in namespace else
-                            f"the collective {_COLLECTIVE_NAMES.get(name, name)}")
+                            f"the collective {collectives.c10d_function(name)}")
                     called = _torch_function_called()
-                    if called and called != name and called != _COLLECTIVE_NAMES.get(name):
+                    if called and called != name and called != collectives.c10d_function(name):
                         what = f"{called}, which runs {what}"
                     raise CollectiveSwitchedOff(
                         f"called {what}. This check switches every collective off (by whatever name it is "

@@ -109,7 +109,7 @@ def ring_steps(ranks: int) -> list[list[tuple[int, int, int, str]]]:
 def simulate_steps(steps_fn: Callable[[int], list], ranks: int, nbytes: float = 1 << 20, topology=None):
     """Run a learner's ``steps_fn(ranks)`` (steps of ``(src, dst, chunk, op)``) in the simulator.
 
-    Returns the :class:`labcore.sim.trace.Trace`, ready for ``verify()`` and
+    Returns the :class:`labcore.sim.core.trace.Trace`, ready for ``verify()`` and
     ``labcore.viz.chunk_flow``.
 
     Example

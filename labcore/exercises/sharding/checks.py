@@ -10,7 +10,7 @@ from labcore.exercises.timing import learner_code
 from labcore.exercises.data_parallel.checks import _on_every_size, _run_check
 from labcore.exercises.data_parallel.reference import CHECK_STEPS, _flat, local_batch, loss_fn, make_model
 from labcore.exercises.live import LIMIT_S
-from labcore.exercises.ring.checks import _COLLECTIVE_NAMES
+from labcore import collectives
 from labcore.exercises.sharding.reference import (
     Zero3LinearFn, _adam, _adam_steps, _StepWith, _zero3_full, _zero3_model, _zero_step, adam_reference,
     padded_numel, row_parallel, shard_of, tp_mlp,
@@ -274,7 +274,7 @@ def _row_parallel_on(cl, answer, timeout: float) -> str:
     untracked = next(((rank, r["untracked"]) for rank, r in enumerate(results) if r["untracked"]), None)
     if untracked:
         rank, ops = untracked
-        name = _COLLECTIVE_NAMES.get(ops[0], ops[0])
+        name = collectives.c10d_function(ops[0])
         raise Incorrect(f"rank {rank} called {name} on a tensor that needs a gradient, outside any autograd "
                         "Function: autograd never sees a plain dist collective, so backward treats the tensor as if "
                         "nothing had happened to it (torch warns 'an autograd kernel was not registered'). The "
