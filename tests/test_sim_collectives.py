@@ -125,7 +125,10 @@ def test_replay_says_why_it_cannot_play_an_op():
     assert _no_schedule("all_reduce_coalesced") == "the simulator has no all_reduce_coalesced schedule"
 
 
-@pytest.mark.parametrize("name", simc.SIMULATED)
+WRITTEN_OUT = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all")
+
+
+@pytest.mark.parametrize("name", [n for n in simc.SIMULATED if n in WRITTEN_OUT])
 def test_roles_give_the_buffer_states_written_out_by_hand(name):
     # what the simulator's chains of if/elif said before the roles: (sources, sinks) -> initial and target
     P, root = 4, 2
