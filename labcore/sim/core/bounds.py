@@ -59,14 +59,15 @@ def cut_bytes(collective: str, ranks: int, members: int, nbytes: float, in_netwo
 
 
 def lower_bound(collective: str, ranks: int, nbytes: float, beta: float | None = None, alpha: float = 0.0,
-                in_network: bool = False, cuts=None) -> float:
+                in_network: bool = False, cuts=None, ports: str = "single") -> float:
     """Least time of any algorithm: the larger of a bandwidth and a latency floor.
 
     Bandwidth: for every cut (a set of ranks with the bandwidth of the links out of and into it:
     ``topology.cuts()``), the bytes that must cross it (:func:`cut_bytes`) over its bandwidth.
     Without ``cuts``, one port of 1/``beta`` bytes/s per rank (busbw can never exceed the link
-    bandwidth, nccl-tests doc/PERFORMANCE.md). Latency: ceil(log2 n) rounds of ``alpha`` (a value
-    can at most double its reach per round), or one ``alpha`` through a reducing switch.
+    bandwidth, nccl-tests doc/PERFORMANCE.md). Latency: with one port a rank (``ports="single"``),
+    ceil(log2 n) rounds of ``alpha`` (a value can at most double its reach per round); where a rank
+    messages all its peers at once (``ports="multi"``, NVSwitch) or through a reducing switch, one.
     """
     if ranks == 1:
         return 0.0
@@ -78,5 +79,5 @@ def lower_bound(collective: str, ranks: int, nbytes: float, beta: float | None =
             continue
         out, into = cut_bytes(collective, ranks, cut.ranks, nbytes, in_network)
         wire = max(wire, out / cut.out_bandwidth if out else 0.0, into / cut.in_bandwidth if into else 0.0)
-    rounds = 1 if in_network else math.ceil(math.log2(ranks))
+    rounds = 1 if in_network or ports == "multi" else math.ceil(math.log2(ranks))
     return max(wire, rounds * alpha)

@@ -424,7 +424,7 @@ class Trace:
         s, topo = self.schedule, self.topology
         reducing = topo.switch_agents > 0 if in_network is None else in_network
         bound = lower_bound(s.collective, s.ranks, s.nbytes, cuts=topo.cuts(), alpha=topo.hop_latency(),
-                            in_network=reducing)
+                            in_network=reducing, ports=topo.ports)
         return max(topo.issue_s, topo.launch_s + bound)
 
     def per_chunk(self) -> "Trace":
