@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from labcore.bench.cli import main
+from labcore.bench.cli import main as bench_main
+from labcore.evidence import cli_gate
+
+
+def main(argv):
+    """The bench's command line as ``python -m labcore bench`` runs it: with the evidence gate."""
+    return bench_main(argv, gate=cli_gate)
+
 from labcore.bench.table import header_lines
 
 ROOT = Path(__file__).resolve().parents[1]

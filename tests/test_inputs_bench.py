@@ -6,7 +6,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labcore.bench.cli import main
+from labcore.bench.cli import main as bench_main
+from labcore.evidence import cli_gate
+
+
+def main(argv):
+    """The bench's command line as ``python -m labcore bench`` runs it: with the evidence gate."""
+    return bench_main(argv, gate=cli_gate)
+
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "tests" / "data" / "bench_gate_recorded_2ranks.json"
@@ -55,7 +62,7 @@ def test_a_baseline_that_is_no_regular_file_or_too_large_is_refused_unread(tmp_p
 
 
 def test_a_baseline_read_is_bounded_even_when_the_file_says_it_is_empty(monkeypatch):
-    from labcore.evidence import baseline
+    from labcore.bench import baseline
 
     proc = Path("/proc/self/maps")                         # a regular file whose st_size is 0
     if not proc.exists() or proc.stat().st_size != 0:
@@ -66,7 +73,7 @@ def test_a_baseline_read_is_bounded_even_when_the_file_says_it_is_empty(monkeypa
 
 
 def test_running_out_of_memory_or_any_other_failure_reading_a_baseline_is_one_line(tmp_path, capfd, monkeypatch):
-    from labcore.evidence import baseline
+    from labcore.bench import baseline
 
     good = _baseline(tmp_path, "good")
 

@@ -107,9 +107,9 @@ def test_a_machine_is_checked_when_it_is_made(change, error, message):
 
 
 def _measured():
-    from labcore.sim.apps.calibration import synthetic
+    from labcore.sim.apps.calibration import synthetic_sweep
 
-    return synthetic(ranks=(2,), noise=0.0)
+    return synthetic_sweep(ranks=(2,), noise=0.0)
 
 
 @pytest.mark.parametrize("change,error,message", [
@@ -143,13 +143,13 @@ def test_calibrate_and_its_fit_check_their_other_arguments():
 
 def _no_collectives(world_size=2):
     """A Recording as the recorder returns it from a loop that issued no collective."""
-    from labcore.live import recorder
+    from labcore.readers import recording
 
-    frame = pd.DataFrame(columns=recorder._COLUMNS + ["issued_ns", "start_ns", "end_ns"])
+    frame = pd.DataFrame(columns=recording.COLUMNS + ["issued_ns", "start_ns", "end_ns"])
     scopes = pd.DataFrame(columns=["rank", "step", "name", "start_s", "end_s", "start_ns", "end_ns"])
     steps = pd.DataFrame([dict(rank=r, step=0, start_s=0.0, end_s=0.5, start_ns=0, end_ns=500_000_000)
                           for r in range(world_size)])
-    return recorder.Recording("quiet", world_size, "gloo", frame, scopes, steps, tuple(range(world_size)))
+    return recording.Recording("quiet", world_size, "gloo", frame, scopes, steps, tuple(range(world_size)))
 
 
 def test_a_recording_without_collectives_replays_as_compute_only():

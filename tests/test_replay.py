@@ -45,9 +45,10 @@ def test_each_collective_is_the_simulator_time_of_the_tuners_pick_and_totals_are
     rec = recording(DDP_LIKE)
     for name in ("nvswitch8", "multinode"):
         r = replay(rec, name)
-        topo = sim.topologies.preset(name)
+        topo = sim.presets.topology(name)
         for _, c in r.collectives.iterrows():
-            algo, label, _ = nccl_algorithm(c["op"], c["bytes"], r.world_size, topo.nodes, name, topo.switch_agents > 0)
+            algo, label, _ = nccl_algorithm(c["op"], c["bytes"], r.world_size, topo.nodes, topo.nccl,
+                                            topo.switch_agents > 0)
             assert (c["algorithm"], c["nccl"]) == (algo, label)
             want = simulated(c["op"], algo, r.world_size, c["bytes"], topo, c["protocol"])
             assert c["predicted_us"] == pytest.approx(want * 1e6, rel=1e-12)
@@ -110,7 +111,7 @@ def test_scaling_keeps_bytes_and_places_sub_groups():
 
 
 def test_placed_topology_routes_through_the_chosen_ranks():
-    base = sim.topologies.preset("multinode")
+    base = sim.presets.topology("multinode")
     placed = _Placed(base, [0, 8])
     assert placed.ranks == 2 and placed.nodes == 2
     assert placed.routes([0], [1]).tolist() == base.routes([0], [8]).tolist()
@@ -198,7 +199,7 @@ def test_stand_ins_for_nccls_pick_are_labelled():
 
 
 def test_placed_rings_keep_the_base_order():
-    base = sim.topologies.preset("multinode")
+    base = sim.presets.topology("multinode")
     placed = _Placed(base, [8, 0, 16])
     orders = placed.ring_orders(2)
     assert sorted(orders[0].tolist()) == [0, 1, 2]

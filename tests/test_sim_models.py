@@ -6,7 +6,7 @@ import pytest
 
 import labcore.sim as sim
 from labcore.sim import tuner
-from labcore.sim.apps.calibration import synthetic
+from labcore.sim.apps.calibration import synthetic_sweep
 
 H100 = tuner.MACHINES["dgx_h100"]
 
@@ -18,7 +18,7 @@ def test_simulated_small_message_matches_tuner_latency():
 
 @pytest.mark.parametrize("ranks", [2, 4, 8])
 def test_calibration_recovers_known_parameters_from_noisy_data(ranks):
-    df = synthetic(ranks=(ranks,), alpha=40e-6, beta=1 / 2e9, noise=0.03, seed=ranks)
+    df = synthetic_sweep(ranks=(ranks,), alpha=40e-6, beta=1 / 2e9, noise=0.03, seed=ranks)
     cal = sim.calibrate(df)
     fit = cal.params(ranks)
     assert abs(fit.alpha / 40e-6 - 1) < 0.1 and abs(fit.bandwidth / 2e9 - 1) < 0.05
@@ -30,14 +30,14 @@ def test_calibration_recovers_known_parameters_from_noisy_data(ranks):
 
 
 def test_relative_fit_beats_plain_least_squares_on_small_sizes():
-    df = synthetic(ranks=(2, 4), noise=0.05, seed=3)
+    df = synthetic_sweep(ranks=(2, 4), noise=0.05, seed=3)
     rel, plain = sim.calibrate(df), sim.calibrate(df, relative=False)
     for r in (2, 4):
         assert rel.median_error(r) < plain.median_error(r)
 
 
 def test_calibration_accepts_a_full_bench_frame_and_says_what_is_wrong():
-    df = synthetic(ranks=(2,), noise=0.0)
+    df = synthetic_sweep(ranks=(2,), noise=0.0)
     both = df.assign(placement="in-place")
     full = __import__("pandas").concat([df, both, df.assign(op="all_gather")], ignore_index=True)
     full["busbw"] = 1.0
@@ -78,7 +78,7 @@ def test_cli_runs_as_a_module():
 
 
 def test_robust_fit_shrugs_off_disturbed_sizes():
-    df = synthetic(ranks=(4,), alpha=40e-6, beta=1e-9, noise=0.01, seed=5)
+    df = synthetic_sweep(ranks=(4,), alpha=40e-6, beta=1e-9, noise=0.01, seed=5)
     df.loc[df.index[::4], "time_us"] *= 6                                 # every fourth size disturbed
     robust, plain = sim.calibrate(df, robust=True), sim.calibrate(df)
     assert abs(robust.params(4).bandwidth / 1e9 - 1) < 0.05

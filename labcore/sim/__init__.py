@@ -27,7 +27,7 @@ Example
 from __future__ import annotations
 
 from labcore.sim.apps import scaleout
-from labcore.sim.apps.calibration import Calibration, calibrate
+from labcore.sim.apps.calibration import Calibration, calibrate, synthetic_sweep
 from labcore.sim.apps.choices import nccl_choices, tuner_machine
 from labcore.sim.apps.ddp_step import DDPStep, ddp_buckets, predict_ddp_step, steps_table
 from labcore.sim.apps.pricing import EXAMPLE_PRICES, GpuPrice, compute_seconds, price_steps, step_cost
@@ -43,7 +43,7 @@ from labcore.sim.simulation import simulate
 
 __all__ = ["simulate", "run", "build", "ALGORITHMS", "nccl_algorithms", "Schedule", "Transfer", "Layout", "Trace",
            "ScheduleError", "topologies", "presets", "mechanisms", "scaleout", "cost", "tuner", "calibrate",
-           "Calibration", "simulate_sizes", "replay", "Replay", "DDPStep", "ddp_buckets", "predict_ddp_step",
+           "Calibration", "synthetic_sweep", "simulate_sizes", "replay", "Replay", "DDPStep", "ddp_buckets", "predict_ddp_step",
            "steps_table", "EXAMPLE_PRICES", "GpuPrice", "compute_seconds", "price_steps", "step_cost",
            "nccl_choices", "tuner_machine"]
 

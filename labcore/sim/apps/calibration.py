@@ -264,7 +264,7 @@ def _numeric(df, time: str):
     return out
 
 
-def synthetic(op: str = "all_reduce", algorithm: str = "ring", ranks=(2, 4), alpha: float = 30e-6,
+def synthetic_sweep(op: str = "all_reduce", algorithm: str = "ring", ranks=(2, 4), alpha: float = 30e-6,
               beta: float = 1e-9, noise: float = 0.03, min_bytes: int = 1 << 10, max_bytes: int = 256 << 20,
               seed: int = 0):
     """A bench-style DataFrame generated from known alpha and beta, with multiplicative noise:
@@ -272,7 +272,7 @@ def synthetic(op: str = "all_reduce", algorithm: str = "ring", ranks=(2, 4), alp
 
     Example
     -------
-    >>> df = synthetic(ranks=(2,), noise=0.0)
+    >>> df = synthetic_sweep(ranks=(2,), noise=0.0)
     >>> round(calibrate(df).params(2).alpha * 1e6, 6)
     30.0
     """
