@@ -8,8 +8,9 @@ Lanes (markers registered in pyproject.toml):
 - ``slow``: long tests (a file of them, or one test over ~5 s on 2 cores);
 - ``gpu``: needs CUDA devices (skips without them, saying why).
 
-The fast lane is everything else: ``pytest -m fast`` (no processes, no notebooks).
-A test in the fast lane that starts a process fails and says to mark its file.
+Each test file carries its lane (``pytestmark = pytest.mark.live``, or a list); the fast lane is
+every test without one: ``pytest -m fast`` (no processes, no notebooks). A test in the fast lane that
+starts a process fails and says to mark its file.
 """
 from __future__ import annotations
 
@@ -20,36 +21,17 @@ import pytest
 
 import labcore as lc
 
-# Files whose tests start processes (clusters, kernels, CLIs, engines) or a browser.
-LIVE_FILES = {
-    "test_bench_cli.py", "test_bench_evidence.py", "test_bench_sweep.py", "test_bench_units.py",
-    "test_cluster.py", "test_cluster_daemons.py", "test_cluster_faults.py", "test_cluster_gpu.py", "test_engines.py",
-    "test_exercises_all.py", "test_exercises_hangs.py", "test_exercises_ring.py", "test_exercises_training.py",
-    "test_hang_clinic.py", "test_inputs_bench.py", "test_inputs_live.py", "test_inputs_sim.py", "test_lint.py", "test_magic.py",
-    "test_package.py", "test_readme.py", "test_recorder.py", "test_replay.py", "test_scaleout.py",
-    "test_sim_ddp_cost.py", "test_slurm.py", "test_trust.py", "test_trust_kernel.py",
-}
-BROWSER_FILES = {"test_browser_notebook.py", "test_viz_browser.py"}
-SLOW_FILES = {"test_trust.py", "test_trust_kernel.py", "test_cluster_faults.py", "test_exercises_all.py",
-              "test_hang_clinic.py", "test_browser_notebook.py"}
 LANE_MARKERS = ("live", "notebook", "browser", "slow", "gpu")
 
 
 def pytest_collection_modifyitems(config, items):
+    """A notebook cell is in the notebook (and live) lane; a test file says its own lane with ``pytestmark``;
+    what has none is the fast lane."""
     for item in items:
-        name = os.path.basename(str(item.fspath))
-        if name.endswith(".ipynb"):
+        if str(item.fspath).endswith(".ipynb"):
             item.add_marker(pytest.mark.notebook)
             item.add_marker(pytest.mark.live)
-            continue
-        if name in LIVE_FILES:
-            item.add_marker(pytest.mark.live)
-        if name in BROWSER_FILES:
-            item.add_marker(pytest.mark.browser)
-            item.add_marker(pytest.mark.live)
-        if name in SLOW_FILES:
-            item.add_marker(pytest.mark.slow)
-        if not any(item.get_closest_marker(m) for m in LANE_MARKERS):
+        elif not any(item.get_closest_marker(m) for m in LANE_MARKERS):
             item.add_marker(pytest.mark.fast)
 
 
@@ -70,7 +52,7 @@ def _fast_lane_starts_no_process(request):
     waited = (after.children_user + after.children_system) - (cpu.children_user + cpu.children_system)
     if started or waited > 0:
         pytest.fail(f"{request.node.nodeid} started processes: mark it @pytest.mark.live "
-                    "(or add its file to LIVE_FILES in tests/conftest.py)")
+                    "(or give its file pytestmark = pytest.mark.live)")
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,8 @@ def main(argv):
 
 from labcore.bench.table import header_lines
 
+pytestmark = pytest.mark.live
+
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["-b", "64", "-e", "16K", "-f", "16", "-n", "2", "-w", "1"]
 

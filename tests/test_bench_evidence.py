@@ -24,6 +24,8 @@ from labcore.evidence.rollout import compare_predictions, decide
 from labcore.evidence.steps import comm_share, ddp_steps, gradient_bytes
 from labcore.evidence.targets import INCONCLUSIVE, Target, busbw_fraction, check_targets, side_by_side, targets_table
 
+pytestmark = pytest.mark.live
+
 DATA = Path(__file__).parent / "data"
 
 

@@ -6,6 +6,8 @@ import pytest
 import labcore as lc
 from labcore.bench.ops import OPS
 
+pytestmark = pytest.mark.live
+
 SMALL = dict(min_bytes=8, max_bytes="64K", factor=32, warmup=1, iters=2, progress=False)
 
 

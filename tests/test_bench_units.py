@@ -12,6 +12,8 @@ from labcore.bench.table import format_number, format_table, header_lines, resul
 from labcore.bench.units import DTYPES, dtype_of, parse_size, size_steps
 from labcore.bench.verify import count_wrong, expected_reduction, inputs
 
+pytestmark = pytest.mark.live
+
 DATA = Path(__file__).parent / "data"
 
 

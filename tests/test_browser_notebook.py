@@ -40,6 +40,7 @@ except ImportError:
     jupyterlab = None
 
 pytestmark = [
+    pytest.mark.live, pytest.mark.browser, pytest.mark.slow,
     pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine: `apt-get install chromium` "
                                                 "to run notebook 02 in a real browser"),
     pytest.mark.skipif(sync_playwright is None, reason="playwright is not installed (pip install -e '.[test]')"),

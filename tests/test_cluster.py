@@ -9,6 +9,8 @@ import pytest
 
 import labcore as lc
 
+pytestmark = pytest.mark.live
+
 
 def _children() -> set[int]:
     """Live descendants of this process, the forkserver (it outlives clusters by design) excluded."""

@@ -16,6 +16,8 @@ import pytest
 
 import labcore as lc
 
+pytestmark = pytest.mark.live
+
 _DEADLINE_S = 60.0
 
 

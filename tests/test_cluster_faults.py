@@ -17,6 +17,8 @@ import pytest
 import labcore as lc
 from labcore.live import CollectiveTimeout, RankDied, RankError
 
+pytestmark = [pytest.mark.live, pytest.mark.slow]
+
 
 def _total():
     import torch

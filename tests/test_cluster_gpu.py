@@ -3,7 +3,7 @@ import pytest
 
 import labcore as lc
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.live]
 _NEED = "needs {n} GPU(s) and a CUDA build of torch with NCCL; one GPU per rank is what NCCL requires"
 
 

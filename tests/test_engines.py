@@ -19,6 +19,8 @@ import labcore as lc
 from labcore.live import magic
 from test_cluster_daemons import _all_gone, _alive, _start_daemons
 
+pytestmark = pytest.mark.live
+
 
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory):

@@ -24,6 +24,8 @@ from labcore.exercises.ring import mistakes as rgm
 from labcore.exercises.sharding import mistakes as shm
 from labcore.live import magic
 
+pytestmark = [pytest.mark.live, pytest.mark.slow]
+
 
 def all_exercises():
     found, seen = [], set()

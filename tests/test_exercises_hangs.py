@@ -7,6 +7,8 @@ import labcore as lc
 from labcore.exercises import hangs
 from labcore.live import flight
 
+pytestmark = pytest.mark.live
+
 
 @pytest.fixture(scope="module")
 def cl(gloo_cluster):

@@ -11,6 +11,8 @@ from labcore.exercises.ring import (
     q_ring_live, q_ring_schedule, q_send_chunk, ring_all_reduce, ring_convention, ring_steps, simulate_steps,
 )
 
+pytestmark = pytest.mark.live
+
 
 def _ring_on_rank(numel):
     import torch

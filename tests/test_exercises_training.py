@@ -11,6 +11,8 @@ from labcore.exercises.data_parallel import mistakes as dpm
 from labcore.exercises.sharding import mistakes as shm
 from labcore.live import magic
 
+pytestmark = pytest.mark.live
+
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():

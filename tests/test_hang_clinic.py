@@ -16,6 +16,8 @@ import labcore as lc
 from labcore.exercises import hang_cases as hc
 from labcore.live import CollectiveTimeout, RankDied, RankError, flight
 
+pytestmark = [pytest.mark.live, pytest.mark.slow]
+
 TIMEOUT = 3.0
 MARGIN_S = 20.0
 

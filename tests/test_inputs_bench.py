@@ -9,6 +9,8 @@ import pytest
 from labcore.bench.cli import main as bench_main
 from labcore.evidence import cli_gate
 
+pytestmark = pytest.mark.live
+
 
 def main(argv):
     """The bench's command line as ``python -m labcore bench`` runs it: with the evidence gate."""

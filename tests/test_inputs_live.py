@@ -7,6 +7,8 @@ import tempfile
 import psutil
 import pytest
 
+pytestmark = pytest.mark.live
+
 
 def _children():
     return {p.pid for p in psutil.Process().children(recursive=True)}

@@ -7,6 +7,8 @@ import pytest
 import labcore.sim as sim
 from labcore.sim.cli import main as sim_main
 
+pytestmark = pytest.mark.live
+
 
 def _status(argv):
     try:

@@ -168,3 +168,22 @@ def test_nothing_imports_up_the_layers():
 @pytest.mark.parametrize("name", sorted(modules()))
 def test_every_module_has_a_room(name):
     assert room_of(name) in ROOMS
+
+
+@pytest.mark.live
+def test_readers_import_no_torch_and_a_rank_imports_no_reader():
+    import subprocess
+    import sys
+
+    readers = [m for m in modules() if m.startswith("labcore.readers")]
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in readers)
+            + "assert 'torch' not in sys.modules, 'a reader imported torch'\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    # what every rank imports before it runs anything: the worker, without pandas or the parsers
+    code = ("import sys, labcore.live.worker\n"
+            "loaded = {m for m in sys.modules if m == 'pandas' or m.startswith(('labcore.readers.nccl', "
+            "'labcore.readers.profiler', 'labcore.sim'))}\n"
+            "assert not loaded, sorted(loaded)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.live
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 

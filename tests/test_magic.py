@@ -4,6 +4,8 @@ from IPython.testing.globalipapp import start_ipython
 
 from labcore.live import magic
 
+pytestmark = pytest.mark.live
+
 
 @pytest.fixture(scope="module")
 def ip():

@@ -1,6 +1,9 @@
 """The package surface: lazy parts, aliases, and a light import."""
 import subprocess
 import sys
+import pytest
+
+pytestmark = pytest.mark.live
 
 
 def test_import_labcore_does_not_import_torch():

@@ -8,6 +8,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+import pytest
+
+pytestmark = pytest.mark.live
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -13,6 +13,8 @@ from labcore.live import magic
 from labcore.live.recorder import record
 from labcore.readers.recording import Recording, combine
 
+pytestmark = pytest.mark.live
+
 PSI_BYTES = sum(p.numel() * p.element_size() for p in dp.make_model().parameters())   # float64 MLP
 
 

@@ -10,6 +10,8 @@ import labcore.sim as sim
 from labcore.readers.recording import Recording
 from labcore.sim.apps.replay import _Placed, nccl_algorithm, replay
 
+pytestmark = pytest.mark.live
+
 
 def recording(collectives, world_size=4, step=(0.0, 1.0), scopes=()):
     """A Recording whose ranks issued ``collectives``: (op, bytes, issued, start, end, overlapped[, group ranks])."""

@@ -11,6 +11,8 @@ from labcore.live.scaleout import hierarchical_all_reduce, node_groups
 from labcore.sim import presets, scaleout
 from labcore.sim import topologies
 
+pytestmark = pytest.mark.live
+
 
 def _by_hand_and_flat():
     import torch

@@ -8,6 +8,8 @@ from labcore.sim import tuner
 from labcore.sim.apps.ddp_step import MIB, ddp_buckets, predict_ddp_step, steps_table
 from labcore.sim.apps.pricing import EXAMPLE_PRICES, compute_seconds, price_steps, step_cost
 
+pytestmark = pytest.mark.live
+
 
 def test_buckets_follow_torchs_reducer():
     import torch

@@ -13,6 +13,9 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+import pytest
+
+pytestmark = pytest.mark.live
 
 SCRIPT = Path(__file__).resolve().parents[1] / "docs" / "slurm_bench.sbatch"
 

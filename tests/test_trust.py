@@ -19,6 +19,8 @@ import pytest
 import labcore as lc
 from labcore.live import ClusterError, CollectiveTimeout, RankError, magic, scratch
 
+pytestmark = [pytest.mark.live, pytest.mark.slow]
+
 
 # The call after a fault starts a fresh group (ranks start and import this module): it gets this long, so a
 # busy machine cannot turn the restart into a timeout; the faults themselves keep their short timeouts.

@@ -12,6 +12,8 @@ import psutil
 import pytest
 from jupyter_client import KernelManager
 
+pytestmark = [pytest.mark.live, pytest.mark.slow]
+
 START = "import labcore as lc, psutil, os\ncl = lc.Cluster(4, backend='gloo', timeout=120)\ncl.run(lambda: None)\n"
 
 

@@ -13,6 +13,8 @@ import labcore.sim as sim
 from labcore.viz import captions, chunk_flow
 from labcore.viz.chunk_flow import fill_levels
 
+pytestmark = [pytest.mark.live, pytest.mark.browser]
+
 CHROMIUM = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 
 PAGE = """<html><body>{div}<pre id="out">pending</pre><script>

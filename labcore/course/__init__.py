@@ -35,3 +35,7 @@ def __getattr__(name: str):
     if name in _NAMES:
         return getattr(importlib.import_module(_NAMES[name]), name)
     raise AttributeError(f"module 'labcore.course' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -42,3 +42,7 @@ __all__ = [
     "calls_needed", "quantile_interval", "noisy_neighbours", "training_neighbours", "ddp_steps",
     "comm_share", "gradient_bytes",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -26,3 +26,7 @@ __all__ = [
     "____", "Blank", "CustomExercise", "Exercise", "FunctionExercise", "Incorrect",
     "NotAttempted", "Result", "ValueExercise",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

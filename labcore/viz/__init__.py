@@ -32,3 +32,7 @@ __all__ = [
     "channels_by_size", "mechanism_effects", "protocol_crossovers", "protocol_lines", "protocol_times",
     "control_chart", "cost_plot", "interval_plot", "percentile_plot", "format_bytes", "byte_ticks",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from labcore.collectives import COLLECTIVES
 from labcore.viz.style import CHUNK_COLORS, TEMPLATE, format_bytes
 
 __all__ = ["step_timeline", "replay_slider"]
@@ -26,8 +27,7 @@ __all__ = ["step_timeline", "replay_slider"]
 _COMPUTE = "#9aa0a6"
 _EXPOSED = "#d62728"
 _EXPOSED_LANE = "exposed communication"
-_OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "send", "recv",
-        "barrier", "scatter", "gather")
+_OPS = tuple(COLLECTIVES)         # a colour per collective, in the order the lab describes them
 
 
 def _colour(name: str) -> str:

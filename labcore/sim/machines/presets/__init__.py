@@ -33,20 +33,22 @@ preset          kind      machine                                               
 ``ring``        textbook  a ring of wires                                        none
 ==============  ========  =====================================================  ===========
 
-How to add a preset (one entry in one file, and its test)
----------------------------------------------------------
-1. ``labcore/sim/presets/catalog.py``: a ``Preset(...)`` in ``ENTRIES``: its name, the machine
-   in a few words, a builder ``(nodes, gpus_per_node, nics_per_node, sharp) -> topology`` from
-   the blocks of :mod:`labcore.sim.machines.topologies` (``nvswitch``, ``pcie``, ``multinode``, or
-   ``_fabric`` for NVSwitch nodes on a network) with the machine's numbers, ``kind``, its default
-   shape, its NCCL tuner machine (a key of :data:`labcore.sim.nccl.tuner.MACHINES`, whose graphs
-   come from an INFO log or a worked search) or ``no_tuner`` (why not), ``sharp`` or
-   ``no_sharp``, the published figures it is compared with, and the sources of every number.
-2. Its test in ``tests/test_sim_presets.py``: add the name to the published-figure checks if
-   it has one; every other check (simulate, replay, the CLI, the DDP predictor on every preset)
-   picks it up by name.
-A new machine the blocks cannot express also needs a block in :mod:`labcore.sim.machines.topologies` (or a
-tuner machine in :mod:`labcore.sim.nccl.tuner.machine`): then it is three files.
+How to add a preset (one entry in one file)
+-------------------------------------------
+``labcore/sim/machines/presets/catalog.py``: a ``Preset(...)`` in ``ENTRIES``: its name, the machine
+in a few words, a builder ``(nodes, gpus_per_node, nics_per_node, sharp) -> topology`` from the
+blocks of :mod:`labcore.sim.machines.topologies` (``nvswitch``, ``pcie``, ``multinode``, or
+``_fabric`` for NVSwitch nodes on a network) with the machine's numbers, ``kind``, its default
+shape, its NCCL machine (``tuner``, a key of :data:`labcore.sim.nccl.tuner.MACHINES`, whose graphs
+come from an INFO log or a worked search, or ``no_tuner``, why not; ``node_tuner`` for one node of a
+cluster), ``sharp`` or ``no_sharp``, the published figures it is compared with, and the sources of
+every number. ``tests/test_sim_presets.py`` runs every check (simulate, replay, the CLI, the DDP
+predictor, its NCCL machine) on every preset by name; a published figure gets its own check there.
+A machine the blocks cannot express also needs a block in :mod:`labcore.sim.machines.topologies` (or
+a machine in :mod:`labcore.sim.nccl.tuner.machine`): then it is two or three files.
+
+The catalog is the one place that pairs a topology with NCCL's machine (:meth:`Preset.nccl_machine`):
+a topology built here carries it as ``topology.nccl``, and :func:`tuner_for` returns it.
 
 Example
 -------
