@@ -157,7 +157,7 @@ def _reference_functions():
 def test_the_release_holds_the_notebooks_a_sealed_labcore_and_the_course_setting(release):
     notebooks = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
     assert sorted(p.name for p in (release / "notebooks").glob("*.ipynb")) == notebooks
-    assert (release / "labcore" / "course" / "STUDENT").exists()
+    assert (release / "labcore" / "exercises" / "STUDENT").exists()
     assert list((release / "labcore" / "course").glob("sealed-*.bin"))
     for path in (release / "labcore" / "exercises").rglob("*.py"):
         name = ".".join(path.relative_to(release).with_suffix("").parts).removesuffix(".__init__")

@@ -24,17 +24,6 @@ def test_bench_and_evidence_are_packages_of_their_own():
     assert not set(labcore.bench.__all__) & set(labcore.evidence.__all__)
 
 
-def test_moved_gate_names_warn_and_still_work():
-    import warnings
-
-    import labcore as lc
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert lc.bench.compare is lc.evidence.compare
-    assert any("lc.evidence.compare" in str(w.message) for w in caught)
-
-
 def _internal_imports(source: str) -> list[str]:
     """Imports in ``source`` that reach past a package's public names."""
     import ast

@@ -242,7 +242,7 @@ def test_combine_refuses_mixed_runs(cl):
 
 
 def test_backend_profiling_names_give_op_and_peer():
-    from labcore.live.recorder import _op_name
+    from labcore.readers.recording import from_profiling_name as _op_name
 
     assert _op_name("nccl:send 0->3") == ("send", 3) and _op_name("nccl:recv 2<-1") == ("recv", 1)
     assert _op_name("nccl:_all_gather_base") == ("all_gather", -1)
@@ -334,10 +334,11 @@ def test_the_nccl_path_reads_the_profilers_own_trace_on_the_flight_recorders_clo
 def test_flight_recorder_entries_pair_with_the_scopes_that_launched_kernels():
     """The pairing the recorder does on NCCL, on a real trace's scopes and kernels (a100_2ranks): entries
     of one profiling name pair in order when they are as many, else by the scope around their creation."""
-    from labcore.live import TRACES_DIR, kineto
+    from labcore.readers import TRACES_DIR
+    from labcore.readers import profiler_trace as kineto
     from labcore.live.recorder import _nccl_kernels
 
-    ev = kineto.Events.from_trace(kineto._load(TRACES_DIR / "a100_2ranks_rank0.json.gz"))
+    ev = kineto.Events.from_trace(kineto.load_trace(TRACES_DIR / "a100_2ranks_rank0.json.gz"))
     scopes = sorted(ev.scopes)
     entries = [dict(record_id=k, profiling_name=sc[3], time_created_ns=(sc[0] + sc[1]) // 2)
                for k, sc in enumerate(scopes)]

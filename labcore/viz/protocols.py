@@ -202,8 +202,8 @@ def mechanism_effects(topologies: dict, sizes=None) -> go.Figure:
              "+ tree caps (default)", "+ ring plateau"]
     for col, topo in enumerate(topologies.values(), start=1):
         if getattr(topo, "nccl", None) is None:
-            raise ValueError(f"{topo.name!r} does not know its NCCL machine; build it with labcore.sim.machines.topologies."
-                             "nvswitch or multinode")
+            raise ValueError(f"{topo.name!r} does not know its NCCL machine; build it from a preset "
+                             "(lc.sim.presets.topology), which names the machine that prices it")
         for k, (label, which) in enumerate(zip(names, MECHANISM_STEPS)):
             busbw, ran = [], []
             for s in sizes:

@@ -23,6 +23,7 @@ from labcore import validate
 from labcore.sim.nccl import tuner
 
 KINDS = ("textbook", "node", "cluster")
+PROCESS_LAYOUTS = ("per_node", "per_gpu")
 MAX_RANKS = 1 << 14
 
 
@@ -117,8 +118,15 @@ class Preset:
         return ranks // g, g
 
     def build(self, ranks: int | None = None, nodes: int | None = None, gpus_per_node: int | None = None,
-              nics_per_node: int | None = None, sharp: bool = False):
-        """This machine as a topology for the shape asked (see :meth:`shape`), tagged with its name."""
+              nics_per_node: int | None = None, sharp: bool = False, processes: str = "per_node"):
+        """This machine as a topology for the shape asked (see :meth:`shape`), tagged with its name.
+
+        ``processes``: how the job drives its GPUs: "per_node" (one process drives a node's GPUs, as
+        nccl-tests' ``-g 8``: the host issues every GPU's collective, the preset's ``issue_s``) or
+        "per_gpu" (a process per GPU, as mpirun, srun and torchrun start them: no host floor of the
+        lab's, NCCL's own model below it)."""
+        if processes not in PROCESS_LAYOUTS:
+            raise ValueError(f"processes must be one of {', '.join(map(repr, PROCESS_LAYOUTS))}, not {processes!r}")
         nodes, g = self.shape(ranks, nodes, gpus_per_node)
         nics = _whole("nics_per_node", nics_per_node)
         if nics is not None and self.kind != "cluster":
@@ -134,6 +142,8 @@ class Preset:
         topo = self.builder(nodes, g, nics, sharp)
         topo.preset = self.name
         topo.nccl = self.nccl_machine(nodes * g, nodes)
+        if processes == "per_gpu":
+            topo.issue_s = 0.0
         return topo
 
     # --- NCCL's machine: decided here and nowhere else ---------------------------------------
