@@ -120,7 +120,7 @@ def _preset(entry: dict):
     if entry["preset"] not in presets.PRESETS:
         return None, ""
     spec = presets.entry(entry["preset"])
-    layout = dict(nodes=entry["nodes"], gpus_per_node=entry["gpus_per_node"])
+    layout = dict(nodes=entry["nodes"], gpus_per_node=entry["gpus_per_node"], processes=processes_of(entry))
     if spec.kind == "cluster" and entry["nics_per_node"]:
         layout["nics_per_node"] = entry["nics_per_node"]
     try:
@@ -140,17 +140,18 @@ def topology_for(entry: dict):
     process per GPU has no floor of one process issuing every GPU's launch (``issue_s``, the 30 us
     fitted to the one-process calibration table of Azure ND H200 v5)."""
     topo, how = _topology_for(entry)
-    if topo is not None and entry.get("processes") == "one process per GPU" and getattr(topo, "issue_s", 0.0):
-        import copy
-
-        topo = copy.copy(topo)
-        topo.issue_s = 0.0
+    if topo is not None and processes_of(entry) == "per_gpu":
         how += "; one process per GPU (no host floor)"
     return topo, how
 
 
+def processes_of(entry: dict) -> str:
+    """The table's process layout as the presets name it (``labcore.sim.presets.PROCESS_LAYOUTS``)."""
+    return "per_gpu" if entry.get("processes") == "one process per GPU" else "per_node"
+
+
 def _topology_for(entry: dict):
-    from labcore.sim import topologies
+    from labcore.sim import topologies, tuner
 
     topo, why = _preset(entry)
     if topo is not None and topo.ranks == entry["ranks"] and getattr(topo, "nodes", entry["nodes"]) == entry["nodes"]:
@@ -166,7 +167,14 @@ def _topology_for(entry: dict):
         topo = factory(**stand["kwargs"])
     except (TypeError, ValueError) as e:
         return None, f"{missing}; stand-in {stand['factory']} refused: {e}"
-    return topo, f"{missing}; stand-in {stand['factory']}({_kwargs_text(stand['kwargs'])})"
+    how = f"{missing}; stand-in {stand['factory']}({_kwargs_text(stand['kwargs'])})"
+    # a block built by hand names no NCCL machine; the index says which one prices the stand-in
+    if entry.get("tuner_machine") in tuner.MACHINES:
+        topo.nccl = tuner.MACHINES[entry["tuner_machine"]].with_ranks(topo.ranks, topo.nodes)
+        how += f", priced as {entry['tuner_machine']}"
+    if processes_of(entry) == "per_gpu" and getattr(topo, "issue_s", 0.0):
+        topo.issue_s = 0.0
+    return topo, how
 
 
 def _kwargs_text(kwargs: dict) -> str:
