@@ -140,9 +140,18 @@ def topology_for(entry: dict):
     process per GPU has no floor of one process issuing every GPU's launch (``issue_s``, the 30 us
     fitted to the one-process calibration table of Azure ND H200 v5)."""
     topo, how = _topology_for(entry)
-    if topo is not None and processes_of(entry) == "per_gpu":
+    if topo is not None and processes_of(entry) == "per_gpu" and _floor_of_one_process(entry):
         how += "; one process per GPU (no host floor)"
     return topo, how
+
+
+def _floor_of_one_process(entry: dict) -> bool:
+    """Whether the table's machine, driven by one process, would have a host floor (what per_gpu drops)."""
+    from labcore.sim import presets
+
+    if entry["preset"] in presets.PRESETS:
+        return presets.entry(entry["preset"]).build(entry["ranks"], nodes=entry["nodes"]).issue_s > 0
+    return True
 
 
 def processes_of(entry: dict) -> str:
