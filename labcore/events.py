@@ -15,17 +15,15 @@ Example
 """
 from __future__ import annotations
 
-from typing import Callable
-
 __all__ = ["listen", "announce", "KINDS"]
 
 KINDS = ("attempt",)
 """The events there are: ``attempt`` (``exercise``, ``result``: an exercise was checked)."""
 
-_LISTENERS: dict[str, list[Callable]] = {kind: [] for kind in KINDS}
+_LISTENERS: dict[str, list] = {kind: [] for kind in KINDS}   # kind -> callables, in the order added
 
 
-def listen(kind: str, listener: Callable) -> None:
+def listen(kind: str, listener) -> None:
     """Call ``listener(**event)`` on every event of ``kind`` (once, however often it is added)."""
     if kind not in _LISTENERS:
         raise ValueError(f"unknown event {kind!r}; choose one of {', '.join(KINDS)}")
