@@ -181,3 +181,11 @@ def test_a_description_is_checked_when_it_is_made():
         algorithm(UNSIMULATED, "binomial", form=None)
     with pytest.raises(ValueError, match="is registered already"):
         algorithm("all_reduce", "ring", form=None)(lambda ranks, nbytes: None)
+
+
+@pytest.mark.parametrize("op", simc.SIMULATED)
+def test_the_cli_plays_each_collective_with_its_own_default(op, capsys):
+    from labcore.sim.cli import main
+
+    assert main([op, "-n", "4", "--size", "4K"]) == 0
+    assert f"algorithm {spec.describe(op).sim!r}" in capsys.readouterr().out
