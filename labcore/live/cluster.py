@@ -229,9 +229,11 @@ class Cluster(RankGroupBase):
         Number of ranks (processes). More than this machine can hold (8 per CPU
         core, and the free memory) is refused before any process starts.
     backend : {"auto", "gloo", "nccl"}
-        "auto" picks NCCL when torch sees at least ``world_size`` GPUs (one per
-        rank), else gloo on the CPU. "nccl" without enough GPUs is an error
-        raised before any process starts.
+        "auto" picks NCCL when NVML counts at least ``world_size`` GPUs (one per
+        rank) and a child process finds that CUDA runs, else gloo on the CPU (with
+        one line naming the fix where the GPUs are there but CUDA cannot run).
+        "nccl" without enough GPUs, or without a CUDA that runs, is an error raised
+        before any process starts.
     timeout : float
         Seconds a call may take on every rank before it is reported as a hang
         (finite and positive).
