@@ -361,7 +361,7 @@ class _Collector:
 
     def _rank(self, e, comm, **values):
         """What one line says of a rank; the process (host, pid), the rank and the communicator's address
-        in it, where the line prints one, name the row it joins (:func:`labcore.readers.nccl_ranks.table`)."""
+        in it, where the line prints one, name the row it joins (:func:`labcore.readers.nccl_ranks.ranks_table`)."""
         self.sightings.append(dict(host=e.host, pid=e.pid, comm=comm, **values))
 
     def env(self, e, m):
@@ -497,7 +497,7 @@ def _finish(out: NcclLog, c: _Collector) -> None:
         mid = _MID_RANK.search(t["tree"])
         if mid:
             t["rank"] = int(mid.group(1))
-    out.ranks = nccl_ranks.table(c.sightings, c.peers)
+    out.ranks = nccl_ranks.ranks_table(c.sightings, c.peers)
     comms = nccl_ranks.label_communicators(c.peers, nccl_ranks.logger(c.peers))
     out.nodes = max(c.nodes.values()) if c.nodes else None
     out.hosts = sorted(c.hosts)

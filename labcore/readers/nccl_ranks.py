@@ -26,14 +26,14 @@ Example
 -------
 >>> peers = [dict(host="h", pid="7", tid="9", dev=1, tag=None, src=1, dst=0, direction="send", src_id="1",
 ...               dst_id="0", pointer=None)]
->>> table([], peers)[["rank", "host", "pid", "cuda_dev"]].values.tolist()
+>>> ranks_table([], peers)[["rank", "host", "pid", "cuda_dev"]].values.tolist()
 [[1, 'h', '7', 1]]
 """
 from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["COLUMNS", "table", "logger", "label_communicators"]
+__all__ = ["COLUMNS", "ranks_table", "logger", "label_communicators"]
 
 COLUMNS = ["rank", "nranks", "cuda_dev", "bus_id", "host", "pid", "comm", "nodes", "local_ranks", "local_rank",
            "function", "comm_id"]
@@ -145,7 +145,7 @@ def _mixing(rows: list[dict]) -> set:
     return {(host, pid) for (host, pid, _), ranks in seen.items() if len(ranks) > 1}
 
 
-def table(sightings: list[dict], peers: list[dict]) -> pd.DataFrame:
+def ranks_table(sightings: list[dict], peers: list[dict]) -> pd.DataFrame:
     """The ranks table: init-line sightings (dicts with host, pid, rank, comm and what the line gave)
     and peer lines (dicts with host, pid, tid, dev, tag, src, dst, direction, src_id, dst_id, pointer)."""
     loggers = logger(peers)
