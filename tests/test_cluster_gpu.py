@@ -118,3 +118,91 @@ def test_a_skipped_collective_on_nccl_hangs_the_call_that_skipped_it():
         cl.run(_skip_on_gpu, 1)
     report = err.value.report
     assert report.finished == [1] and report.headline.startswith("rank 1 never entered all_reduce"), str(report)
+
+
+# -- issue 30: NCCL on a real GPU, round two ------------------------------------------------------------
+def _recorders_after_collectives():
+    import torch
+    import torch.distributed as dist
+
+    from labcore.live import fr_dumps
+    dist.all_reduce(torch.ones(4, device=lc.rank_info().device))
+    dist.all_reduce(torch.ones(4))
+    torch.cuda.synchronize()
+    return fr_dumps.available(), sorted({e["recorder"] for e in fr_dumps.read(stacks=False)["entries"]})
+
+
+def test_both_flight_recorders_hold_their_backends_collectives():
+    if not lc.has_gpus(1):
+        pytest.skip(_NEED.format(n=1))
+    with lc.Cluster(1, backend="nccl") as cl:
+        [(available, holding)] = cl.run(_recorders_after_collectives)
+    assert available == ["nccl", "cpu"] and holding == ["cpu", "nccl"]
+
+
+def _recorded_on_gpu():
+    import torch
+    import torch.distributed as dist
+    with lc.live.record("gpu") as rec:
+        for _ in range(3):
+            dist.all_reduce(torch.ones(1 << 16, device=lc.rank_info().device))
+    return rec
+
+
+def test_the_recorder_reads_nccls_flight_recorder_on_one_gpu():
+    if not lc.has_gpus(1):
+        pytest.skip(_NEED.format(n=1))
+    with lc.Cluster(1, backend="nccl") as cl:
+        rows = cl.run(_recorded_on_gpu)[0].collectives()
+    assert len(rows) == 3 and rows["kernel"].str.startswith("nccl").all()
+
+
+def _skip_then_item(culprit: int = 1):
+    import torch
+    import torch.distributed as dist
+    t = torch.ones(4, device=lc.rank_info().device)
+    if dist.get_rank() != culprit:
+        dist.all_reduce(t)                     # returns at once
+    return t.sum().item()                      # the line that waits for the GPU
+
+
+def test_a_skipped_collective_is_reported_at_the_line_that_waits_for_it():
+    if not lc.has_gpus(2):
+        pytest.skip(_NEED.format(n=2))
+    with lc.Cluster(2, backend="nccl", timeout=10, show_output=False) as cl, \
+            pytest.raises(lc.CollectiveTimeout) as err:
+        cl.run(_skip_then_item, 1)
+    report = err.value.report
+    assert report.headline.startswith("rank 1 never entered all_reduce"), str(report)
+    assert report.stuck[0].user_frame and "_skip_then_item" in report.stuck[0].user_frame, str(report)
+
+
+def test_a_one_gpu_sweep_keeps_nccls_start_up_log_and_runs_without_the_flight_recorder():
+    if not lc.has_gpus(1):
+        pytest.skip(_NEED.format(n=1))
+    df = lc.bench.sweep(1, "all_reduce", min_bytes="1M", max_bytes="64M", factor=64, iters=50,
+                        placements=("in-place",), check=False, progress=False, env={"NCCL_DEBUG": "INFO"})
+    assert df.attrs["nccl"].version and set(df["backend"]) == {"nccl"}
+    assert df.attrs["params"]["flight_recorder"] == 0
+
+
+def _subgroup_times_out():
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+    g = dist.new_group([0, 1], timeout=datetime.timedelta(seconds=3))
+    if dist.get_rank() == 0:
+        work = dist.all_reduce(torch.ones(4, device=lc.rank_info().device), group=g, async_op=True)
+        import time
+        time.sleep(8)                          # the subgroup's watchdog sees its collective time out
+        return work.is_completed()
+    return "skipped"
+
+
+def test_a_subgroup_that_timed_out_replaces_the_group_instead_of_killing_a_rank_later():
+    if not lc.has_gpus(2):
+        pytest.skip(_NEED.format(n=2))
+    with lc.Cluster(2, backend="nccl", timeout=60, show_output=False) as cl:
+        cl.run(_subgroup_times_out)
+        assert cl.run(lambda: "fresh") == ["fresh", "fresh"] and cl.restarts == 1

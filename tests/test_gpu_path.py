@@ -164,7 +164,7 @@ def test_has_gpus_and_a_cluster_leave_the_notebook_without_cuda():
 def _spy_on_the_gpu_wait():
     from labcore.live import progress
     seen = []
-    progress.finish_gpu_work = lambda device, path: seen.append((str(device), path.rsplit("/", 1)[-1]))
+    progress.finish_gpu_work = lambda device: seen.append(str(device))
     progress.seen_by_test = seen
 
 
@@ -178,7 +178,7 @@ def test_every_call_waits_for_its_gpu_work_before_replying(gloo_cluster):
     cl = gloo_cluster(2, timeout=60)
     cl.run(_spy_on_the_gpu_wait)
     cl.run(_env, "PATH")
-    assert cl.run(_seen_gpu_waits) == [[("cpu", f"rank{r}.gpu"), ("cpu", f"rank{r}.gpu")] for r in range(2)]
+    assert cl.run(_seen_gpu_waits) == [["cpu", "cpu"]] * 2
 
 
 def _group_timeouts():
@@ -231,19 +231,3 @@ def test_the_report_reads_which_collective_a_rank_has_not_finished():
             '  File "/x/labcore/live/worker.py", line 7 in serve\n')
     where = hang.summarize_stack(dump, progress.describe_gpu(snapshots[0]))
     assert where.collective == "all_reduce" and "waiting for its GPU, still in all_reduce #1" in str(where)
-
-
-# -- 6. The acceptance script runs anywhere ---------------------------------------------------------
-@pytest.mark.live
-def test_the_gpu_acceptance_script_skips_every_check_without_a_gpu():
-    import subprocess
-    import sys
-    from pathlib import Path
-    if lc.has_gpus(1):
-        pytest.skip("this machine has a GPU: run benchmarks/gpu_acceptance.py itself (minutes)")
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_acceptance.py"
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    table = done.stdout.split("\n\n")[1].splitlines()[1:]
-    assert len(table) >= 10 and all(" skipped " in row and row.endswith("no GPU") for row in table), done.stdout
-    assert f"0 passed, 0 failed, {len(table)} skipped" in done.stdout

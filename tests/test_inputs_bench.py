@@ -197,6 +197,8 @@ class _StandInRanks:
     def call(self, fn, args=(), kwargs=None, timeout=None):
         if fn.__name__ == "_free_memory":
             return [("cpu", 1 << 30)] * 2
+        if fn.__name__ == "_recorder_entries":
+            return [0, 0]
         spec = args[0]
         self.specs.append(spec)
         row = dict(op=spec["op"], size=spec["nbytes"], placement="in-place", time_us=1.0, busbw=1.0, wrong=0)

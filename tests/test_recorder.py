@@ -285,7 +285,7 @@ def test_gloo_runs_begun_out_of_queue_order_pair_with_their_own_entries():
     assert len(paired) == len(_ENTRIES)
     by_thread = {}
     for thread, a, _, n in _RUNS:
-        rid = next(i for i, v in paired.items() if v[0] == round(a * 1e3))
+        rid = next(i for (_, i), v in paired.items() if v[0] == round(a * 1e3))
         assert dict((i, m) for i, _, m in _ENTRIES)[rid] == n
         by_thread.setdefault(thread, []).append(rid)
     assert by_thread == {3: [15, 16, 18, 20, 22, 25, 29], 2: [14, 17, 19, 21, 23, 24, 26, 27, 28]}
@@ -299,7 +299,9 @@ def test_gloo_runs_pair_within_their_group_and_never_before_their_entry():
     runs = _gloo_runs([(1, 10, 20, 4), (3, 11, 21, 4), (2, 12, 22, 8), (4, 13, 23, 8),
                        (1, 30, 40, 4)])      # group 0's thread, again: a run no entry of the window made
     paired = _match_runs(entries, runs)
-    assert paired == {0: (10_000, 20_000), 2: (11_000, 21_000), 1: (12_000, 22_000), 3: (13_000, 23_000)}
+    # entries are named (recorder, record_id): gloo's are in the CPU recorder (labcore.live.fr_dumps)
+    assert paired == {("cpu", 0): (10_000, 20_000), ("cpu", 2): (11_000, 21_000), ("cpu", 1): (12_000, 22_000),
+                      ("cpu", 3): (13_000, 23_000)}
     # a run that began before every entry (a collective queued before the recording) pairs with none
     early = _gloo_runs([(1, -2000, -1000, 4)]) + runs
     assert _match_runs(entries, early) == paired
@@ -334,21 +336,20 @@ def test_the_nccl_path_reads_the_profilers_own_trace_on_the_flight_recorders_clo
 def test_flight_recorder_entries_pair_with_the_scopes_that_launched_kernels():
     """The pairing the recorder does on NCCL, on a real trace's scopes and kernels (a100_2ranks): entries
     of one profiling name pair in order when they are as many, else by the scope around their creation."""
-    from labcore.readers import TRACES_DIR
-    from labcore.readers import profiler_trace as kineto
     from labcore.live.recorder import _nccl_kernels
+    from labcore.readers import profiler_trace as kineto
 
-    ev = kineto.Events.from_trace(kineto.load_trace(TRACES_DIR / "a100_2ranks_rank0.json.gz"))
+    ev = kineto.Events.from_trace(kineto.load_trace(kineto.TRACES_DIR / "a100_2ranks_rank0.json.gz"))
     scopes = sorted(ev.scopes)
     entries = [dict(record_id=k, profiling_name=sc[3], time_created_ns=(sc[0] + sc[1]) // 2)
                for k, sc in enumerate(scopes)]
     kernels, compute = _nccl_kernels(entries, ev, 80)
-    want = {k: min(kern[0] for kern in c["kernels"]) for k, c in enumerate(kineto.match_kernels(ev)[0])}
+    want = {("cpu", k): min(kern[0] for kern in c["kernels"]) for k, c in enumerate(kineto.match_kernels(ev)[0])}
     assert {k: v["start_ns"] for k, v in kernels.items()} == want
     assert {v["protocol"] for v in kernels.values()} == {"Simple", "LL", "LL or Simple"}
     assert len(compute) == len(ev.compute)
     fewer, _ = _nccl_kernels(entries[1:], ev, 80)                 # counts differ: paired by time
-    assert {k: v["start_ns"] for k, v in fewer.items()} == {k: v for k, v in want.items() if k}
+    assert {k: v["start_ns"] for k, v in fewer.items()} == {k: v for k, v in want.items() if k[1]}
 
 
 @pytest.mark.skipif(not lc.has_gpus(2), reason="needs 2 GPUs: on NCCL the recorder reads start and end from "

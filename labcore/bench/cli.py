@@ -53,9 +53,12 @@ INCONCLUSIVE = 3
 DIFFERENCES = """\
 where the lab differs from nccl-tests 2.19.6 on purpose:
   -g      the number of ranks (one process and device each), not GPUs per thread; no -t.
-  timing  every call is stamped (a CUDA event per call with NCCL, perf_counter with gloo)
-          where nccl-tests times the loop once; the table shows the same mean per call
-          averaged over ranks, and --json adds the median call (median_us).
+  timing  nccl-tests' loop, timed with the host clock from a synchronize to the one after its
+          last call; the table shows its mean per call averaged over ranks. --json adds the
+          median call (median_us): on NCCL from a second loop stamped with CUDA events, on
+          gloo (whose calls block) from a perf_counter stamp after each call of the one loop.
+          torch's flight recorder is off in the ranks (TORCH_FR_BUFFER_SIZE=0 unless set), as
+          nccl-tests records nothing; torch still adds its own host cost to every call.
   -w      5 warm-up calls before each size's timed loop (nccl-tests: -w 1, all sizes warmed
           up first at factor 2).
   -b/-e   default 8 to 32M, less if memory is short (nccl-tests: 32M to 32M); -b 0 needs -i.
@@ -66,8 +69,10 @@ where the lab differs from nccl-tests 2.19.6 on purpose:
   -c      on (1) or off (0) (nccl-tests: the number of checks).
   -N      repeats the sweep, interleaved, as nccl-tests' -N; the gate (--baseline) needs them.
   -o      sum, prod, max, min, avg; not mulsum or all. -d takes one type, not all.
-  gloo    runs its own CPU algorithms; out-of-place all_reduce/broadcast/reduce are emulated
-          (a copy, then the in-place call) and labelled in a # note line.
+  places  torch has all_reduce, broadcast and reduce in place only: their out-of-place rows are
+          the in-place call on a separate output buffer, filled from the input before timing
+          (the copy is not timed), and labelled in a # note line.
+  gloo    runs its own CPU algorithms.
 exit status: 0 done, 1 wrong elements or regression or a failed rank, 2 bad input,
 3 gate inconclusive (measure more with -N), 128+N stopped by signal N."""
 
@@ -289,6 +294,8 @@ def _main_torchrun(args, spec, sizes_asked) -> int:
     import torch.distributed as dist
 
     backend = args.backend
+    # nccl-tests records nothing per call; torch's flight recorder keeps a Python stack per collective
+    os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "0")
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
     checks.check_support(spec["op"], spec["dtype"], spec["redop"], backend)

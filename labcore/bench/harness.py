@@ -8,10 +8,12 @@ and is the only code that touches buffers. It follows nccl-tests' harness
    buffer with nccl-tests' in-place offsets), fill the input with verifiable values;
 2. ``warmup`` untimed calls (at least one), a barrier, then ``iters`` timed calls;
 3. the reported time is the **mean over ranks** of each rank's mean call
-   (nccl-tests' default ``-a 1``). The lab stamps every call (a CUDA event per
-   call with NCCL, ``time.perf_counter`` with gloo, whose calls return once the data
-   has arrived) where nccl-tests times the whole loop once, so it can also report
-   the median call (mean over ranks) as ``median_us``;
+   (nccl-tests' default ``-a 1``), timed as nccl-tests times it: the host clock around
+   the whole loop, after a synchronize and up to the synchronize that waits for its last
+   call. On the GPU the lab then runs the loop once more, with a CUDA event after each call,
+   for the median call (mean over ranks, ``median_us``): events recorded in the timed loop
+   would add their own host cost to it. gloo's calls return once the data has arrived,
+   so on the CPU one loop with a ``perf_counter`` stamp after each call gives both;
 4. with ``check`` on, re-fill the inputs, run once more and compare every output
    element with its exact value; #wrong is summed over ranks and ``wrong_ranks``
    counts the ranks whose check failed (nccl-tests' "Out of bounds values" adds
@@ -38,7 +40,7 @@ import torch
 import torch.distributed as dist
 
 from labcore.bench import ops as _ops
-from labcore.live.context import rank_info
+from labcore.live.context import backend_for, rank_info
 from labcore.bench.units import dtype_of
 from labcore.bench.verify import CHECK_BLOCK, count_wrong, inputs
 from labcore.readers.nccl_tests import PLACEMENTS
@@ -84,19 +86,26 @@ def _fill(send, op, ctx):
     send.copy_(inputs(ctx.rank, k, op.fill_redop(ctx.redop), ctx.nranks, ctx.dtype))
 
 
-def _caller(op, placement, send, recv, ctx):
-    """The call to time, with the copy of an emulated placement inside it (it is part of the cost)."""
-    if op.copies and placement == "out-of-place":
-        copy_here = op.name != "broadcast" or ctx.rank == ctx.root
+def _emulated(op, placement) -> bool:
+    """torch.distributed has this collective in place only (all_reduce, broadcast, reduce)."""
+    return op.copies and placement == "out-of-place"
 
-        def call():
-            if copy_here:
-                recv.copy_(send)
-            op.run(recv, recv, ctx)
-    else:
-        def call():
-            op.run(send, recv, ctx)
-    return call
+
+def _prepare(op, placement, send, recv, ctx) -> None:
+    """Fill the input with verifiable values; an emulated out-of-place call starts from it copied
+    into the output buffer (on the root alone for broadcast: the others' output is overwritten)."""
+    _fill(send, op, ctx)
+    if _emulated(op, placement) and (op.name != "broadcast" or ctx.rank == ctx.root):
+        recv.copy_(send)
+
+
+def _caller(op, placement, send, recv, ctx):
+    """The call to time. nccl-tests' out-of-place call reads one buffer and writes another and copies
+    nothing, so an emulated one is the in-place call on the output buffer that :func:`_prepare` filled:
+    the copy stays out of the timed loop."""
+    if _emulated(op, placement):
+        return lambda: op.run(recv, recv, ctx)
+    return lambda: op.run(send, recv, ctx)
 
 
 def _repeated(call, times: int):
@@ -111,8 +120,8 @@ def _repeated(call, times: int):
 
 
 def _note(op, placement) -> str:
-    if op.copies and placement == "out-of-place":
-        return "emulated: copy into the output, then the in-place call"
+    if _emulated(op, placement):
+        return "emulated: the in-place call on the output buffer, filled from the input before timing"
     if not op.inplace_checked and placement == "in-place":
         return "not checked: send and receive share one buffer (nor does nccl-tests check it)"
     return ""
@@ -138,7 +147,7 @@ def _first_call(call, name, dtype):
         text = str(exc)
         if "not support" in text.lower() or "unsupported" in text.lower():
             raise RuntimeError(
-                f"the {dist.get_backend()} backend of torch {torch.__version__} cannot run {name} on "
+                f"the {_backend(rank_info().device)} backend of torch {torch.__version__} cannot run {name} on "
                 f"{dtype} tensors ({text.strip().splitlines()[0]}). Try another dtype (-d) or "
                 "reduction (-o), the other backend, or a newer torch.") from exc
         raise
@@ -169,14 +178,35 @@ def per_call_seconds(call, iters, dev) -> list[float]:
     return per_call
 
 
+def host_timed(call, iters, dev) -> float:
+    """Seconds per call as nccl-tests times them (src/common.cu ``BenchTime``): the host clock around
+    ``iters`` back-to-back calls, from a synchronize to the synchronize that waits for the last one."""
+    _sync(dev)
+    start = time.perf_counter()
+    for _ in range(iters):
+        call()
+    _sync(dev)
+    return (time.perf_counter() - start) / iters
+
+
 def _timed_loop(call, iters, dev) -> tuple[float, float]:
     """Seconds per call on this rank: the loop's mean (nccl-tests' number) and the median call.
 
-    Every call is stamped, so both come from one loop; the median ignores the odd call
-    that the operating system delayed, which the mean (rightly, for nccl-tests) keeps.
+    On the CPU every call is stamped in one loop (gloo's calls block), so both come from it. On
+    the GPU the mean comes from :func:`host_timed` and the median from a second loop stamped with
+    CUDA events (:func:`per_call_seconds`). The median ignores the odd call that the operating
+    system delayed, which the mean (rightly, for nccl-tests) keeps.
     """
-    per_call = per_call_seconds(call, iters, dev)
-    return sum(per_call) / iters, statistics.median(per_call)
+    if dev.type != "cuda":
+        per_call = per_call_seconds(call, iters, dev)
+        return sum(per_call) / iters, statistics.median(per_call)
+    mean = host_timed(call, iters, dev)
+    return mean, statistics.median(per_call_seconds(call, iters, dev))
+
+
+def _backend(dev) -> str:
+    """The backend that runs this rank's tensors: "nccl" on a GPU of a lab NCCL group, else "gloo"."""
+    return backend_for(dev.type)
 
 
 def _check(op, recv, ctx, corrupt) -> int:
@@ -210,7 +240,7 @@ def _measure_barrier(spec, dev) -> list[dict]:
         _barrier(dev)
     mean, median = _timed_loop(lambda: _barrier(dev), spec["iters"], dev)
     return [dict(op="barrier", size=0, count=0, type="none", redop="none", root=-1,
-                 ranks=dist.get_world_size(), backend=str(dist.get_backend()), placement="in-place",
+                 ranks=dist.get_world_size(), backend=_backend(dev), placement="in-place",
                  time_us=_mean_over_ranks(mean, dev) * 1e6, algbw=0.0, busbw=0.0, wrong=-1,
                  note="barrier: latency only, no data", median_us=_mean_over_ranks(median, dev) * 1e6,
                  wrong_ranks=0)]
@@ -251,7 +281,7 @@ def measure(spec: dict) -> list[dict]:
     if spec["redop"] not in _ops.REDOPS:
         raise ValueError(f"unknown reduction {spec['redop']!r}; use one of {', '.join(_ops.REDOPS)}")
     if (op.kind == "reduce" and spec["redop"] == "avg" and not dtype.is_floating_point
-            and dist.get_backend() == "gloo"):
+            and _backend(dev) == "gloo"):
         raise ValueError(f"gloo cannot average {type_name} tensors: use a float type "
                          "(-d float) or another reduction (-o sum)")
     lay = op.layout(spec["nbytes"], n, dtype.itemsize)
@@ -261,7 +291,7 @@ def measure(spec: dict) -> list[dict]:
     rows = []
     for placement in spec["placements"]:
         send, recv = _buffers(op, placement, lay, ctx, dev)
-        _fill(send, op, ctx)
+        _prepare(op, placement, send, recv, ctx)
         call = _caller(op, placement, send, recv, ctx)
         _first_call(call, name, type_name)
         timed = _repeated(call, spec["slowdown"])
@@ -272,7 +302,7 @@ def measure(spec: dict) -> list[dict]:
         seconds = _mean_over_ranks(mean, dev)
         wrong, wrong_ranks = -1, 0
         if spec["check"] and (placement == "out-of-place" or op.inplace_checked):
-            _fill(send, op, ctx)
+            _prepare(op, placement, send, recv, ctx)
             call()
             _sync(dev)
             mine = _check(op, recv, ctx, spec["corrupt"])
@@ -282,7 +312,7 @@ def measure(spec: dict) -> list[dict]:
         algbw, busbw = op.bandwidths(size, seconds, n)
         rows.append(dict(op=name, size=size, count=lay.count, type=type_name,
                          redop=op.printed_redop(spec["redop"]), root=ctx.root, ranks=n,
-                         backend=str(dist.get_backend()), placement=placement,
+                         backend=_backend(dev), placement=placement,
                          time_us=seconds * 1e6, algbw=algbw, busbw=busbw, wrong=wrong,
                          note=_note(op, placement), median_us=_mean_over_ranks(median, dev) * 1e6,
                          wrong_ranks=wrong_ranks))

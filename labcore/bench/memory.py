@@ -36,9 +36,10 @@ def free_bytes_here() -> tuple[str, int]:
     import torch
     import torch.distributed as dist
 
-    if dist.is_initialized() and dist.get_backend() == "nccl":
-        from labcore.live.context import device
+    from labcore.live.context import backend_for, device
 
+    # a lab rank on NCCL says "cpu:gloo,cuda:nccl": its GPU, not the host, holds the sweep's buffers
+    if dist.is_initialized() and backend_for("cuda") == "nccl":
         free, _ = torch.cuda.mem_get_info(device())
         return "cuda", int(free)
     import psutil

@@ -30,8 +30,21 @@ from labcore.live.settings import check_env
 DEFAULT_MAX_BYTES = 32 << 20
 
 
+# torch's flight recorder records a Python stack with every collective (2000 entries by default in
+# torch 2.13, FlightRecorder.hpp); nccl-tests records nothing, so a sweep's own ranks run without it.
+RECORDER_OFF = {"TORCH_FR_BUFFER_SIZE": "0"}
+
+
 def _free_memory():
     return memory.free_bytes_here()
+
+
+def _recorder_entries() -> int:
+    """Entries this rank's flight recorders keep (0: off)."""
+    import os
+
+    value = os.environ.get("TORCH_FR_BUFFER_SIZE", "")
+    return int(value) if value.strip().isdigit() else 2000
 
 
 def rank_budget(cl) -> tuple[int, str]:
@@ -110,7 +123,7 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
           step=None, dtype="float", redop: str = "sum", root: int = 0, warmup: int = 5,
           iters: int = 20, placements=PLACEMENTS, check: bool = True, env: dict | None = None,
           progress: bool = True, timeout: float | None = None, corrupt: int = 0, repeats: int = 1,
-          slowdown: int = 1) -> pd.DataFrame:
+          slowdown: int = 1, flight_recorder: bool = False) -> pd.DataFrame:
     """Measure ``op`` over a range of sizes the way nccl-tests does.
 
     Parameters
@@ -135,7 +148,9 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
     check : run once more on verifiable inputs and count wrong elements (#wrong, -1 when off).
     env : environment for the ranks, e.g. ``{"NCCL_DEBUG": "INFO", "NCCL_ALGO": "Ring"}``;
         NCCL reads it at start-up, so the sweep runs on a fresh cluster of the same size and
-        backend, and NCCL's INFO lines are parsed into ``df.attrs["nccl"]``.
+        backend, and NCCL's INFO lines, from the ranks' start-up (where NCCL builds its
+        communicator and logs its version, graphs, channels and TUNING table) to the last size,
+        are parsed into ``df.attrs["nccl"]``.
     progress : show a tqdm progress bar over the sizes.
     timeout : seconds one size may take before the ranks are reported hung (cluster default).
     corrupt : damage this many output elements on every checked rank after the check's call,
@@ -145,6 +160,10 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
         more than "inconclusive".
     slowdown : issue the collective this many times per timed call: a real slowdown by
         about that factor, to check that a regression gate catches it (1 in real use).
+    flight_recorder : keep torch's flight recorder on in the ranks the sweep starts (off by
+        default: it records a Python stack with every collective, which nccl-tests does not pay).
+        A cluster handed in runs as it was started; ``df.attrs["params"]["flight_recorder"]``
+        says how many entries its ranks kept (0: off).
 
     Returns
     -------
@@ -153,8 +172,10 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
     wrong_ranks`` (GB/s with GB = 1e9 bytes; ``wrong`` -1 where not checked; ``note`` labels
     emulated or unchecked placements; ``median_us`` is the median call, averaged over ranks:
     steadier than the mean on a shared machine; ``repeat`` numbers the sweeps from 0;
-    ``wrong_ranks`` counts the ranks whose check failed). ``df.attrs`` holds the parameters,
-    each rank's captured output (``"log"``) and, when NCCL logged, ``"nccl"``.
+    ``wrong_ranks`` counts the ranks whose check failed; ``backend`` is the backend that ran
+    the sizes, "nccl" or "gloo"). ``df.attrs`` holds the parameters, each rank's captured output
+    from its start-up on (``"log"``) and, on NCCL or when NCCL logged, ``"nccl"`` (the parsed
+    :class:`~labcore.readers.nccl_log.NcclLog`).
 
     Examples
     --------
@@ -178,6 +199,9 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
                                                                             "slowdown", "corrupt"))
     factor = checks.check_factor(factor)
     env = check_env(env)
+    if not isinstance(flight_recorder, bool):
+        raise ValueError(f"flight_recorder must be True or False, not {flight_recorder!r}")
+    own_env = dict(env or {}) if flight_recorder else {**RECORDER_OFF, **(env or {})}
     # Checked now, before any rank starts: what the backend can run, the sizes and, for ranks
     # this call starts on the CPU, their memory (the ranks of a given cluster say how much they have).
     backend = choose_backend(nranks, "auto") if owned else getattr(cluster, "backend", None)
@@ -185,9 +209,9 @@ def sweep(cluster, op: str = "all_reduce", *, min_bytes=8, max_bytes=None, facto
     budget, where = memory.local_budget(nranks) if owned and backend == "gloo" else (None, "")
     plan_sizes(name, nranks, torch_dtype.itemsize, budget, min_bytes, max_bytes, factor, step, check, where)
     if owned:
-        cl = Cluster(cluster, env=env, show_output=False)
+        cl = Cluster(cluster, env=own_env, show_output=False)
     elif env:
-        cl = Cluster(cluster.world_size, backend=cluster.backend, env=env, show_output=False)
+        cl = Cluster(cluster.world_size, backend=cluster.backend, env=own_env, show_output=False)
         owned = True
     else:
         cl = cluster
@@ -204,27 +228,35 @@ def _sweep_on(cl, name, torch_dtype, min_bytes, max_bytes, factor, step, dtype, 
 
     from labcore.readers import nccl_log
 
+    # every call's output record, from the ranks' start-up on (NCCL logs its init there)
+    calls = [getattr(cl, "start_output", [])]
     budget, where = rank_budget(cl)
+    calls.append(cl.last_output)
     sizes = plan_sizes(name, cl.world_size, torch_dtype.itemsize, budget, min_bytes, max_bytes,
                        factor, step, check, where)
     spec = dict(op=name, dtype=dtype_of(dtype)[0], redop=redop, root=root, warmup=warmup,
                 iters=iters, placements=placements, check=check, corrupt=corrupt, slowdown=slowdown)
-    rows, logs = [], [""] * cl.world_size
+    recorder = min(cl.call(_recorder_entries, timeout=60))
+    calls.append(cl.last_output)
+    rows = []
     runs = ((rep, nbytes) for rep in range(repeats) for nbytes in sizes)   # lazily: repeats x sizes may be long
     with tqdm(runs, total=repeats * len(sizes), desc=f"{name} on {cl.world_size} ranks ({cl.backend})",
               unit="size", disable=not progress, leave=False) as bar:
         for rep, nbytes in bar:
             got = cl.call(measure, args=({**spec, "nbytes": nbytes},), timeout=timeout)[0]
             rows += [dict(row, repeat=rep) for row in got]
-            logs = [log + out + err for log, (out, err) in zip(logs, cl.last_output)]
+            calls.append(cl.last_output)   # the record itself: lines a rank prints later join it
             if rows:
                 bar.set_postfix(busbw=f"{rows[-1]['busbw']:.3g} GB/s")
+    calls[-1] = cl.last_output   # read again: what the ranks printed since the last call returned joins it
+    logs = ["".join(out + err for out, err in (call[r] for call in calls if r < len(call)))
+            for r in range(cl.world_size)]
     df = pd.DataFrame(rows, columns=COLUMNS)
     df.attrs.update(params=dict(spec, ranks=cl.world_size, backend=cl.backend, env=dict(env or {}),
                                 min_bytes=min_bytes, max_bytes=max_bytes, factor=factor, step=step,
-                                repeats=repeats),
+                                repeats=repeats, flight_recorder=recorder),
                     log=logs)
     parsed = nccl_log.parse(logs)
-    if parsed.found:
+    if parsed.found or cl.backend == "nccl":
         df.attrs["nccl"] = parsed
     return df

@@ -62,13 +62,33 @@ class RankGroupBase:
     def _init_base(self, timeout: float) -> None:
         self._timeout = check_timeout(timeout)
         self.restarts = 0
-        self.last_output: list[tuple[str, str]] = []
+        self._last_output: list[tuple[str, str]] = []
+        self.start_output: list[tuple[str, str]] = []  # what the ranks printed while the group started
         self._fault: str | None = None
         self._origins: dict[str, str] = {}  # where the current call's functions were defined
         self._request_id = 0
         self._lock = threading.Lock()
         self._call_ends = 0.0            # when the running call's timeout, hang report and grace are over
         self._closed_under_call = False  # close() in another thread gave up waiting for that call
+
+    @property
+    def last_output(self) -> list[tuple[str, str]]:
+        """(stdout, stderr) of each rank for the last call, and what the ranks printed after it returned
+        (NCCL's proxy threads, asynchronous WARNs, a thread the call left running) up to now.
+
+        After a start, the start-up's output (also kept in ``start_output`` until the group is
+        replaced: NCCL logs its version, graphs, channels and tuning there).
+        """
+        self._keep_late_output()
+        return self._last_output
+
+    @last_output.setter
+    def last_output(self, value: list[tuple[str, str]]) -> None:
+        self._last_output = value
+
+    def _keep_late_output(self) -> None:
+        """Add what ranks printed since their last call returned to that call's ``last_output``
+        (nothing to do where output only comes with replies)."""
 
     @property
     def timeout(self) -> float:

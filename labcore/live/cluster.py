@@ -229,9 +229,11 @@ class Cluster(RankGroupBase):
         Number of ranks (processes). More than this machine can hold (8 per CPU
         core, and the free memory) is refused before any process starts.
     backend : {"auto", "gloo", "nccl"}
-        "auto" picks NCCL when torch sees at least ``world_size`` GPUs (one per
-        rank), else gloo on the CPU. "nccl" without enough GPUs is an error
-        raised before any process starts.
+        "auto" picks NCCL when NVML counts at least ``world_size`` GPUs (one per
+        rank) and a child process finds that CUDA runs, else gloo on the CPU (with
+        one line naming the fix where the GPUs are there but CUDA cannot run).
+        "nccl" without enough GPUs, or without a CUDA that runs, is an error raised
+        before any process starts.
     timeout : float
         Seconds a call may take on every rank before it is reported as a hang
         (finite and positive).
@@ -311,8 +313,10 @@ class Cluster(RankGroupBase):
                                "set TMPDIR to a short path such as /tmp, or use start_method='spawn'") from None
         self._group = group
         self._finalizer = weakref.finalize(self, _stop_quietly, group)
+        self._unshown = []
         try:
             self._collect(0, control.Outbox(b"", []), _START_TIMEOUT_S)  # each rank says it is ready
+            self.start_output = self._last_output  # the same record: lines printed later join it
         except ClusterError as exc:
             self._discard()
             self._fault = None
@@ -396,10 +400,9 @@ class Cluster(RankGroupBase):
                     self._fault = self._fault or (f"rank {min(errors)} raised while other ranks waited"
                                                   if errors else "the previous call did not finish")
                     self._discard()
-        lost = [r for r, (_, _, intact) in sorted(replies.items()) if not intact]
+        lost = [r for r, (_, _, problem) in sorted(replies.items()) if problem]
         if lost:
-            self._fault = (f"rank {lost[0]} no longer had the cluster's process group (did the code "
-                           "call destroy_process_group() or init_process_group()?)")
+            self._fault = f"rank {lost[0]} {replies[lost[0]][2]}"
             self._discard()
         if errors:
             raise RankError(errors, restarted=self._group is None)
@@ -465,8 +468,8 @@ class Cluster(RankGroupBase):
             if not (isinstance(message, tuple) and len(message) == 5 and message[0] == request_id
                     and message[1] == group.procs[rank].pid):
                 continue  # not this rank's answer to this request (a stale reply, a forked child): drop it
-            _, _, status, body, intact = message
-            replies[rank] = (status, body, intact)
+            _, _, status, body, problem = message   # problem: why the group must go ("" if it may stay)
+            replies[rank] = (status, body, problem)
             if status != "ok":
                 name, text, tb = body
                 errors[rank] = (name, text, source.restore_frames(tb, self._origins))
@@ -486,19 +489,36 @@ class Cluster(RankGroupBase):
         self._fault = "the previous call timed out"
         raise CollectiveTimeout(report)
 
-    def _emit_late(self) -> None:
-        """Show what ranks printed after their last call returned (a thread that call left running),
-        marked as such, so that it is not taken for the next call's output."""
+    def _keep_late_output(self) -> None:
+        """Read what ranks printed after their last call returned into that call's record (in place, so
+        a copy of ``last_output`` taken earlier, ``start_output`` or a sweep's, has it too); it is shown
+        when the next call starts (:meth:`_emit_late`)."""
+        if self._group is None or self._group.owner != os.getpid():
+            return
         waiting = select.poll()  # one system call: between calls the pipes are nearly always empty
         for out in self._group.outputs:
             for fd in out.fds.values():
                 waiting.register(fd, select.POLLIN)
-        if waiting.poll(0):
-            self._show(self._group.read_output(), ", after its last call returned")
+        if not waiting.poll(0):
+            return
+        late = self._group.read_output()
+        record = self._last_output
+        record.extend([("", "")] * (len(late) - len(record)))
+        for rank, (out, err) in enumerate(late):
+            record[rank] = (record[rank][0] + out, record[rank][1] + err)
+        self._unshown.append(late)
+
+    def _emit_late(self) -> None:
+        """Show what ranks printed after their last call returned (a thread that call left running),
+        marked as such, so that it is not taken for the next call's output; ``last_output`` keeps it."""
+        self._keep_late_output()
+        for late in self._unshown:
+            self._show(late, ", after its last call returned")
+        self._unshown = []
 
     def _emit(self) -> list[tuple[str, str]]:
         """Read what every rank printed during the call; show it prefixed by rank, in rank order."""
-        self.last_output = self._group.read_output()
+        self._last_output = self._group.read_output()
         self._emitted = True
-        self._show(self.last_output)
-        return self.last_output
+        self._show(self._last_output)
+        return self._last_output

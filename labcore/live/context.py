@@ -54,7 +54,7 @@ def rank_info() -> RankInfo:
         )
     backend = str(dist.get_backend())  # "nccl", or "cpu:gloo,cuda:nccl" for a group with both
     local_rank = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
-    on_gpu = backend == "nccl" or "cuda:nccl" in backend.split(",")
+    on_gpu = device_backend(backend, "cuda") == "nccl"
     device = torch.device("cuda", local_rank) if on_gpu else torch.device("cpu")
     return RankInfo(dist.get_rank(), dist.get_world_size(), local_rank, backend, device)
 
@@ -66,3 +66,28 @@ def device():
     :func:`labcore.live.sysinfo.group_backend`); this is where the GPU's tensors go.
     """
     return rank_info().device
+
+
+def device_backend(spec: str, device_type: str) -> str:
+    """The backend that runs ``device_type`` tensors in a group whose backend string is ``spec``, or "".
+
+    ``dist.get_backend()`` returns the whole string a group was made with: a lab rank on NCCL
+    says ``"cpu:gloo,cuda:nccl"``, so comparing it with ``"nccl"`` is always False there. torch's
+    own parse (``BackendConfig`` in torch/distributed/distributed_c10d.py) gives each device
+    type its backend; a bare ``"nccl"`` serves cuda only, a bare ``"gloo"`` both.
+
+    >>> device_backend("cpu:gloo,cuda:nccl", "cuda"), device_backend("cpu:gloo,cuda:nccl", "cpu")
+    ('nccl', 'gloo')
+    >>> device_backend("nccl", "cpu")
+    ''
+    """
+    from torch.distributed.distributed_c10d import Backend, BackendConfig
+
+    return str(BackendConfig(Backend(spec)).get_device_backend_map().get(device_type, ""))
+
+
+def backend_for(device_type: str) -> str:
+    """The backend this rank's default group runs ``device_type`` tensors with ("nccl", "gloo", or "")."""
+    import torch.distributed as dist
+
+    return device_backend(str(dist.get_backend()), device_type)

@@ -307,7 +307,8 @@ def _describe(exc: BaseException) -> tuple[str, str, str]:
 
 
 def call(request_id: int, kind: str, payload: bytes, timeout_s: float, output_limit: int) -> tuple:
-    """Serve one request; reply ``(request_id, pid, status, body, group intact, stdout, stderr)``."""
+    """Serve one request; reply ``(request_id, pid, status, body, problem, stdout, stderr)``, ``problem`` saying
+    why the group must be replaced ("" while it may stay)."""
     from labcore.live import c_stdio
     from labcore.live.worker import _pickle_reply
 
@@ -319,7 +320,7 @@ def call(request_id: int, kind: str, payload: bytes, timeout_s: float, output_li
     try:
         if worker is None:
             raise RuntimeError("this engine is not a rank of a labcore cluster (it was torn down)")
-        worker.calls.start()
+        worker.watch.begin(request_id)
         # the forkserver rank's call path: NCCL's deadline, the request, the GPU work it queued
         reply = ("ok", _pickle_reply(worker.run_call(kind, payload, timeout_s)))
     except BaseException as exc:  # report everything, even SystemExit from user code
@@ -329,6 +330,6 @@ def call(request_id: int, kind: str, payload: bytes, timeout_s: float, output_li
         sys.stdout, sys.stderr = saved
         c_stdio.flush()
         if worker is not None:
-            worker.calls.finish(request_id)
-    intact = worker is not None and worker.group_intact()
-    return (request_id, os.getpid(), *reply, intact, out.stream.take(), err.stream.take())
+            worker.watch.end(request_id)
+    problem = "is not a rank of this cluster any more" if worker is None else worker.group_problem()
+    return (request_id, os.getpid(), *reply, problem, out.stream.take(), err.stream.take())

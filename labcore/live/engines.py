@@ -551,10 +551,9 @@ class EngineCluster(RankGroupBase):
                                               else "the previous call did not finish")
                 self._ready, self._stuck = False, True
         self._emit(outputs)
-        lost = [r for r, reply in sorted(replies.items()) if not reply[2]]
+        lost = [r for r, reply in sorted(replies.items()) if reply[2]]
         if lost:
-            self._fault = (f"rank {lost[0]} no longer had the cluster's process group (did the code "
-                           "call destroy_process_group() or init_process_group()?)")
+            self._fault = f"rank {lost[0]} {replies[lost[0]][2]}"
             self._discard()
         if errors:
             raise RankError(errors, restarted=not clean)
@@ -587,11 +586,11 @@ class EngineCluster(RankGroupBase):
                 and message[1] == self._pids[rank]):
             if rank not in errors:
                 errors[rank] = ("ClusterError", "the engine's reply did not answer this call", "")
-            replies[rank] = ("error", b"", False)
+            replies[rank] = ("error", b"", "gave a reply that did not answer this call")
             return
-        _, _, status, body, intact, out, err = message
+        _, _, status, body, problem, out, err = message   # problem: why the group must go ("" if it may stay)
         outputs[rank] = (out, err)
-        replies[rank] = (status, body, intact)
+        replies[rank] = (status, body, problem)
         if status != "ok":
             name, text, tb = body
             errors[rank] = (name, text, source.restore_frames(tb, self._origins))

@@ -7,6 +7,9 @@ when a collective times out (``TORCH_NCCL_DUMP_ON_TIMEOUT=1``), and torch's anal
 (``python -m torch.distributed.flight_recorder.fr_trace DIR``) reads the dumps of
 all ranks to find the first collective the ranks disagree on.
 
+Both of torch's recorders are read (:mod:`labcore.live.fr_dumps`): NCCL's, where the GPU's
+collectives are, and the CPU one, where gloo's are; a lab rank on NCCL has both.
+
 torch 2.13's gloo records the same entries but (checked in the lab) writes no dump
 when its own timeout fires, and leaves the dump's group table (``pg_config``)
 empty, which fr_trace needs to know which ranks belong to which group. So
@@ -39,9 +42,9 @@ import pickle
 import threading
 import time
 
-from labcore.live import scratch
+from labcore.live import fr_dumps, scratch
 from labcore.live.errors import ClusterError
-from labcore.readers.flight_dump import PREFIX, FlightAnalysis, analyze, plain
+from labcore.readers.flight_dump import PREFIX, FlightAnalysis, analyze
 
 __all__ = ["ENV", "capture", "dump"]
 
@@ -64,31 +67,48 @@ def _group_table() -> dict:
     return table
 
 
-def _trace(since_record: int = -1, stacks: bool = True) -> dict:
-    import torch
-
-    trace = plain(torch._C._distributed_c10d._dump_fr_trace(includeStackTraces=stacks))
-    trace["entries"] = [e for e in trace.get("entries", []) if e["record_id"] > since_record]
-    trace["pg_config"] = _group_table()
+def _trace(since: dict, stacks: bool = True) -> dict:
+    """This rank's entries since ``since`` ({recorder: last record_id}) in torch's dump layout, both
+    recorders' (:mod:`labcore.live.fr_dumps`) merged, renumbered and with the group table filled in."""
+    merged = fr_dumps.read(stacks)
+    entries = [e for e in merged["entries"] if fr_dumps.key(e)[1] > since.get(e["recorder"], -1)]
+    trace = {"version": merged["version"], "pg_config": _group_table(), "pg_status": {}, "entries": [],
+             "progress": merged["pg_status"]}
+    # torch's fr_trace matches each group's entries by sequence number, and a group of both backends
+    # numbers its CPU and its GPU collectives apart: such a group is shown as two, "<name>:<recorder>"
+    both = {e["process_group"][0] for e in entries if e["recorder"] == "nccl"} & \
+        {e["process_group"][0] for e in entries if e["recorder"] != "nccl"}
+    for number, e in enumerate(entries):   # fr_trace aligns ranks on record ids rising in issue order
+        name, desc = e["process_group"]
+        if name in both:
+            name = f"{name}:{e['recorder']}"
+            row = trace["pg_config"].get(e["process_group"][0], {"desc": desc, "ranks": "[]"})
+            trace["pg_config"][name] = dict(row, name=name, desc=f"{row['desc']} ({e['recorder']})")
+        status = merged["pg_status"][e["recorder"]].get(e["process_group"][0])
+        if status is not None:
+            trace["pg_status"][name] = status
+        trace["entries"].append(dict(e, record_id=number, process_group=(name, desc)))
     return trace
 
 
 def _progress(trace: dict) -> tuple:
     """What changes when a collective is enqueued or completes (to skip identical dumps)."""
-    status = trace.get("pg_status", {})
-    return tuple(sorted((k, v.get("last_enqueued_collective"), v.get("last_completed_collective"))
-                        for k, v in status.items())) + (len(trace["entries"]),)
+    return tuple(sorted((r, k, v.get("last_enqueued_collective"), v.get("last_completed_collective"))
+                        for r, status in trace["progress"].items() for k, v in status.items())) \
+        + (len(trace["entries"]),)
 
 
-def dump(path: str, since_record: int = -1, stacks: bool = True) -> dict:
+def dump(path: str, since: dict | None = None, stacks: bool = True) -> dict:
     """Write this rank's flight-recorder trace to ``path`` (atomically) and return it.
 
-    Call it on a rank. Entries with ``record_id <= since_record`` (earlier calls on
-    a long-lived rank) are left out. ``stacks=False`` leaves out the Python stack
-    of each entry: the first dump with stacks in a process symbolizes them, which
-    took 0.8 s per rank with 2 ranks and 2.6 s with 4 ranks on a 2-core machine.
+    Call it on a rank. Both of torch's recorders are read (NCCL's, in CUDA builds, and the CPU
+    one). Entries at or before ``since`` ({recorder: record_id}: earlier calls on a long-lived
+    rank) are left out. ``stacks=False`` leaves out the Python stack of each entry: the first
+    dump with stacks in a process symbolizes them, which took 0.8 s per rank with 2 ranks and
+    2.6 s with 4 ranks on a 2-core machine.
     """
-    trace = _trace(since_record, stacks)
+    trace = _trace(since or {}, stacks)
+    trace.pop("progress")
     partial = os.path.join(os.path.dirname(path), f".partial-{os.getpid()}")
     with open(partial, "wb") as f:
         pickle.dump(trace, f)
@@ -96,14 +116,16 @@ def dump(path: str, since_record: int = -1, stacks: bool = True) -> dict:
     return trace
 
 
-def _last_record_id() -> int:
-    import torch
+def _last_record_ids() -> dict:
+    """{recorder: its newest record_id}: where this call's entries begin."""
+    since: dict = {}
+    for e in fr_dumps.read(stacks=False)["entries"]:
+        name, number = fr_dumps.key(e)
+        since[name] = max(since.get(name, -1), number)
+    return since
 
-    entries = plain(torch._C._distributed_c10d._dump_fr_trace(includeStackTraces=False))["entries"]
-    return max((e["record_id"] for e in entries), default=-1)
 
-
-def _watch(path: str, since: int, dump_after_s: float, done: threading.Event) -> None:
+def _watch(path: str, since: dict, dump_after_s: float, done: threading.Event) -> None:
     if done.wait(dump_after_s):
         return
     last = None
@@ -124,7 +146,7 @@ def _recorded(fn, args, kwargs, folder: str, dump_after_s: float, stacks: bool):
         raise RuntimeError("the flight recorder is off on this rank: create the cluster with "
                            "env=labcore.live.flight.ENV (TORCH_FR_BUFFER_SIZE)")
     path = os.path.join(folder, f"{PREFIX}{dist.get_rank()}")
-    since = _last_record_id()
+    since = _last_record_ids()
     done = threading.Event()
     watchdog = threading.Thread(target=_watch, args=(path, since, dump_after_s, done),
                                 name="labcore-fr-watchdog", daemon=True)
@@ -142,7 +164,7 @@ def _recorded(fn, args, kwargs, folder: str, dump_after_s: float, stacks: bool):
         dump(path, since, stacks)
 
 
-def _settle(since: int, wait_s: float = 0.5) -> None:
+def _settle(since: dict, wait_s: float = 0.5) -> None:
     """Wait (briefly) until the recorder marks this rank's finished collectives completed.
 
     gloo marks an entry completed from its own thread, shortly after the call
@@ -150,7 +172,7 @@ def _settle(since: int, wait_s: float = 0.5) -> None:
     """
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        status = _trace(since, stacks=False).get("pg_status", {}).values()
+        status = [s for groups in _trace(since, stacks=False)["progress"].values() for s in groups.values()]
         if all(s.get("last_completed_collective", -1) >= s.get("last_enqueued_collective", -1)
                for s in status):
             return

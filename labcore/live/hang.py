@@ -27,10 +27,13 @@ _SENDS, _RECVS = {"send", "isend"}, {"recv", "irecv"}
 
 @dataclass(frozen=True)
 class StackSummary:
-    """The collective a rank is blocked in and the user's line that called it.
+    """The collective a rank is blocked in and the user's line that called it, or waits at.
 
-    ``gpu`` is what the rank's GPU had not finished when the rank was waiting for it before
-    replying (NCCL queues collectives and returns); ``collective`` is then that one's op.
+    ``gpu`` is the collective the rank queued and had not finished (the flight recorder's
+    unfinished entry, :mod:`labcore.live.progress`) while its stack showed no collective: NCCL
+    queues a collective and returns, and the rank waits for its GPU at a later ``.item()``,
+    ``.tolist()`` or synchronize (``user_frame``), or in the worker before it replies (no
+    ``user_frame``); ``collective`` is then that one's op.
     """
 
     collective: str | None
@@ -42,6 +45,9 @@ class StackSummary:
         if not self.stack:  # faulthandler answers even inside C code, so the process did not run
             return ("gave no stack dump (is the process stopped, by SIGSTOP, Ctrl-Z or a debugger, "
                     "or did its code take over SIGUSR1?)")
+        if self.gpu and self.user_frame:
+            return (f"waits at {self.user_frame} for {self.gpu}, which it queued (the call returned at once, as "
+                    "NCCL's do) and which has not finished")
         if self.gpu:
             where = f"returned from the code, waiting for its GPU, still in {self.gpu}"
         elif self.collective:
@@ -80,8 +86,8 @@ def summarize_stack(dump: str, gpu: tuple[str, str] | None = None) -> StackSumma
     faulthandler prints each thread most recent call first; the worker's own
     thread is the one serving requests in labcore's worker module (its lifeline
     watcher lives there too, but never in ``serve``). ``gpu`` is
-    :func:`labcore.live.progress.read_gpu` of the rank's snapshot, used when the rank was
-    waiting for its GPU.
+    :func:`labcore.live.progress.read_gpu` of the rank's snapshot: the collective it queued and
+    had not finished, used when its stack shows no collective (it waits for its GPU).
     """
     threads = [block for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump) if block.strip()]
     main = next((t for t in threads if re.search(r"labcore/live/worker\.py\", line \d+ in serve", t)),
@@ -93,6 +99,8 @@ def summarize_stack(dump: str, gpu: tuple[str, str] | None = None) -> StackSumma
     if any(f["func"] == _GPU_WAIT for f in frames):
         op, what = gpu or (None, "work the call queued (the flight recorder names no collective)")
         return StackSummary(op, None, main.strip(), what)
+    if collective is None and gpu is not None:   # waiting, at a line of its own, for a collective it queued
+        return StackSummary(gpu[0], user_frame, main.strip(), gpu[1])
     return StackSummary(collective, user_frame, main.strip())
 
 
@@ -144,11 +152,26 @@ def _left_early(op: str, waiting: list[int], finished: list[int], calls: dict) -
     return f"{_ranks(waiting)} wait in {op}; {_ranks(finished)} returned from the call"
 
 
+def _counted(finished: list[int], busy: list[int], calls: dict) -> str | None:
+    """Where no record names a collective (the flight recorder off): ranks that returned after fewer
+    collectives than ranks still running issued skipped the one those wait for."""
+    done = {calls.get(r) for r in finished}
+    running = {calls.get(r) for r in busy}
+    if not finished or not busy or len(done) != 1 or len(running) != 1 or None in done | running:
+        return None
+    (d,), (n,) = done, running
+    if n <= d:
+        return None
+    return (f"{_ranks(finished)} returned after {d} collective{'s' * (d != 1)} while {_ranks(busy)} issued {n} and "
+            f"{'has' if len(busy) == 1 else 'have'} not returned: a collective {_ranks(finished)} never entered "
+            "(no flight recorder names it: it is off on these ranks)")
+
+
 def headline(finished: list[int], stuck: dict, unreached: list[int] = (), calls: dict | None = None) -> str:
     """One line naming the rank(s) that diverged and how, from where every rank was.
 
-    ``stuck`` maps ranks to :class:`StackSummary`; ``calls`` the finished ranks to the number
-    of collectives they issued in the call (when counted).
+    ``stuck`` maps ranks to :class:`StackSummary`; ``calls`` ranks to the number of collectives
+    they issued in the call (when counted; a stuck rank's count is its count so far).
     """
     calls = calls or {}
     if unreached:
@@ -166,6 +189,9 @@ def headline(finished: list[int], stuck: dict, unreached: list[int] = (), calls:
         where = stuck[importing[0]].user_frame.removeprefix("<module> ")
         return (f"{_ranks(importing)} {'is' if len(importing) == 1 else 'are'} still importing the call's code "
                 f"{where}: imports on the ranks count toward the call's timeout")
+    counted = _counted(finished, busy, calls) if not in_op else None
+    if counted:
+        return counted
     if not in_op:
         one = len(busy) == 1
         return (f"no rank is in a collective: {_ranks(busy)} {'is' if one else 'are'} running "
@@ -244,5 +270,5 @@ def report(timeout: float, finished: list[int], dumps: dict[int, str], unreached
     from labcore.live import progress
 
     stuck = {r: summarize_stack(dump, progress.read_gpu(path(r, "gpu"))) for r, dump in dumps.items()}
-    calls = {r: progress.read_calls(path(r, "calls"), request_id) for r in finished}
+    calls = {r: progress.read_calls(path(r, "calls"), request_id) for r in [*finished, *dumps]}
     return HangReport(timeout, finished, stuck, unreached, calls={r: c for r, c in calls.items() if c is not None})

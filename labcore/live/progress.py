@@ -2,17 +2,19 @@
 
 Two facts a stack dump cannot give:
 
-- **how many collectives a finished rank issued in its call**: a rank that returned after 0
-  collectives never entered the one the others wait in (a skipped collective), while one that
-  returned after as many as the others entered it with other arguments (gloo lets the rank with
-  the shorter tensor go). The count is the difference of the default group's sequence numbers
-  (``_get_sequence_number_for_group``, one per collective on each backend) across the call,
-  kept in a 16-byte memory map: no system call on the way.
-- **what the GPU is still running**: NCCL collectives return as soon as they are queued, so the
-  worker waits for the device before it replies (:func:`finish_gpu_work`). A rank stuck there
-  shows no collective in its Python stack; torch's flight recorder knows which one its GPU is in
-  (``TORCH_FR_BUFFER_SIZE``), and a snapshot of its unfinished entries goes to a file the
-  report reads.
+- **how many collectives a rank issued in its call**: a rank that returned after 0 collectives never
+  entered the one the others wait in (a skipped collective), while one that returned after as many
+  as the others entered it with other arguments (gloo lets the rank with the shorter tensor go). The
+  count is the difference of the default group's sequence numbers (``_get_sequence_number_for_group``,
+  one per collective on each backend) across the call, kept in a 16-byte memory map: no system call
+  on the way. A call that runs past half a second has its count so far written there too.
+- **which collective the rank queued and has not finished**: NCCL collectives return as soon as
+  they are queued, so a rank whose peer never joined waits for its GPU later, at the next
+  ``.item()``, ``.tolist()``, synchronize, or in the worker before it replies
+  (:func:`finish_gpu_work`), and its Python stack shows no collective. torch's flight recorder knows
+  which one is unfinished (NCCL's, :mod:`labcore.live.fr_dumps`); :class:`CallWatch` writes a snapshot
+  of its unfinished entries to a file the report reads while a call runs past half a second. gloo's
+  ``async_op=True`` with a ``wait()`` elsewhere leaves the same shape on the CPU.
 
 Example
 -------
@@ -30,9 +32,9 @@ import struct
 import threading
 
 _CALLS = struct.Struct("<qq")  # request id, collectives issued in it (-1: not counted)
-# Waiting this long for the GPU is worth a flight-recorder snapshot, then again at this period.
-_GPU_SNAPSHOT_AFTER_S = 0.5
-_GPU_SNAPSHOT_EVERY_S = 1.0
+# A call running this long is worth a count and a flight-recorder snapshot, then again at this period.
+_WATCH_AFTER_S = 0.5
+_WATCH_EVERY_S = 1.0
 
 
 # -- on the rank ------------------------------------------------------------------------------
@@ -76,16 +78,21 @@ class CallCounter:
         self._start = _issued()
 
     def finish(self, request_id: int) -> None:
+        self.tick(request_id)
+
+    def tick(self, request_id: int) -> None:
+        """Write how many collectives call ``request_id`` has issued so far."""
         end = _issued()
         count = end - self._start if end is not None and self._start is not None else -1
         _CALLS.pack_into(self._map, 0, request_id, count)
 
 
 def gpu_snapshot() -> str:
-    """The flight recorder's unfinished entries and group status, as torch's JSON dump."""
-    import torch
+    """The flight recorder's unfinished entries and group status, as torch's JSON dump (NCCL's
+    recorder where torch has it, :func:`labcore.live.fr_dumps.read_json`)."""
+    from labcore.live import fr_dumps
 
-    return torch._C._distributed_c10d._dump_fr_trace_json(includeCollectives=True, onlyActive=True).decode()
+    return fr_dumps.read_json(only_active=True)
 
 
 def _write_atomically(path: str, text: str) -> None:
@@ -95,44 +102,74 @@ def _write_atomically(path: str, text: str) -> None:
     os.replace(partial, path)
 
 
-def _snapshot_while_waiting(path: str, done: threading.Event) -> None:
-    last = None
-    wait = _GPU_SNAPSHOT_AFTER_S
-    while not done.wait(wait):
+class CallWatch:
+    """Keeps, while a call runs past half a second, its collective count so far and a snapshot of the
+    collectives the rank queued and has not finished, for the hang report.
+
+    One thread per rank, woken by :meth:`begin` and sent back to sleep by :meth:`end`: a call
+    pays for two events, not for a thread.
+    """
+
+    def __init__(self, counter: CallCounter, path: str):
+        self.counter, self.path = counter, path
+        self._request = 0
+        self._running, self._ended = threading.Event(), threading.Event()
+        self._lock = threading.Lock()   # a snapshot is written whole, or not after the call ended
+        threading.Thread(target=self._watch, name="labcore-call-watch", daemon=True).start()
+
+    def begin(self, request_id: int) -> None:
+        self.counter.start()
+        self._request = request_id
+        self._ended.clear()
+        self._running.set()
+
+    def end(self, request_id: int) -> None:
+        self._ended.set()
+        self._running.clear()
+        with self._lock:
+            self.counter.finish(request_id)
+            try:
+                os.remove(self.path)  # what the call was in is over
+            except FileNotFoundError:
+                pass
+
+    def _watch(self) -> None:
+        while True:
+            self._running.wait()
+            if self._ended.wait(_WATCH_AFTER_S):
+                continue
+            last = None
+            while True:
+                with self._lock:
+                    if self._ended.is_set():
+                        break
+                    self.counter.tick(self._request)
+                    last = self._snapshot(last)
+                if self._ended.wait(_WATCH_EVERY_S):
+                    break
+
+    def _snapshot(self, last: str | None) -> str | None:
         try:
             text = gpu_snapshot()
-        except Exception:  # a recorder that is off or broken: the stack dump still tells something
-            return
+        except Exception:  # a recorder that is off or broken: the count and the stack dump still tell something
+            return last
         if text != last:
-            _write_atomically(path, text)
-            last = text
-        wait = _GPU_SNAPSHOT_EVERY_S
+            _write_atomically(self.path, text)
+        return text
 
 
-def finish_gpu_work(device, path: str) -> None:
+def finish_gpu_work(device) -> None:
     """Return once the GPU has run what this call queued; nothing to do on a CPU rank.
 
     ``torch.cuda.synchronize`` waits for every stream of the device (NCCL's own included) and
-    releases the GIL while it waits (torch/cuda/__init__.py ``synchronize``), so the snapshot
-    thread runs beside it; a wait that outlasts the call's deadline ends in the hang report.
+    releases the GIL while it waits (torch/cuda/__init__.py ``synchronize``), so the rank's
+    :class:`CallWatch` runs beside it; a wait that outlasts the call's deadline ends in the hang report.
     """
     if getattr(device, "type", "cpu") != "cuda":
         return
     import torch
 
-    done = threading.Event()
-    watcher = threading.Thread(target=_snapshot_while_waiting, args=(path, done), name="labcore-gpu-wait",
-                               daemon=True)
-    watcher.start()
-    try:
-        torch.cuda.synchronize(device)
-    finally:
-        done.set()
-        watcher.join()
-    try:
-        os.remove(path)  # what the GPU was in is over
-    except FileNotFoundError:
-        pass
+    torch.cuda.synchronize(device)
 
 
 # -- in the notebook --------------------------------------------------------------------------

@@ -18,9 +18,10 @@ Nothing is patched: DDP's reducer calls the process group from C++, so wrapping
 ``torch.distributed`` functions would miss its buckets. Two records torch keeps anyway cover
 everything that reaches a process group, whoever calls it:
 
-* **the flight recorder** (c10d's ring buffer of the last ``TORCH_FR_BUFFER_SIZE`` collectives
-  per process, 2000 by default in torch 2.13, for gloo and NCCL), read with
-  ``torch._C._distributed_c10d._dump_fr_trace()``: the op, input and output sizes and dtypes,
+* **the flight recorders** (c10d's ring buffers of the last ``TORCH_FR_BUFFER_SIZE`` collectives
+  per process, 2000 by default in torch 2.13): gloo's in ``_dump_fr_trace()``, NCCL's in
+  ``_dump_nccl_trace()`` (CUDA builds), both read (:mod:`labcore.live.fr_dumps`): the op, input and
+  output sizes and dtypes,
   the process group, its sequence number, when it was issued and the Python stack that issued it.
   It is read once, when the recording is taken (``recording()``), not at every step: a dump
   costs about 10 us per buffered entry, and the first one in a process also imports
@@ -71,12 +72,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 import time
 
 import numpy as np
 
 from labcore import collectives as _collectives
+from labcore.live import fr_dumps
+from labcore.live.context import backend_for
 from labcore.readers import intervals
 from labcore.readers.recording import ITEMSIZE, P2P, ROW, Recording, combine, from_profiling_name, nccl_tests_bytes
 
@@ -227,7 +229,7 @@ class Recorder:
             raise RuntimeError("the flight recorder is off on this rank (TORCH_FR_BUFFER_SIZE=0) and the "
                                "recorder reads it: start the ranks with lc.Cluster(n, env=lc.live.FR_ENV)")
         # on NCCL the collectives run as CUDA kernels: profile them too (their GPU start and end)
-        self._nccl = "nccl" in str(dist.get_backend()).lower()
+        self._nccl = backend_for("cuda") == "nccl"   # a group's cuda part: "cpu:gloo,cuda:nccl" on a lab NCCL rank
         _start_profiler(cuda=self._nccl)
         self._t0 = time.time_ns()
         return self
@@ -269,9 +271,7 @@ class Recorder:
         if self._t1 is None:
             raise RuntimeError("the recording is read after the `with record(...)` block has ended")
         if self._result is None:
-            import torch
-
-            dump = pickle.loads(torch._C._distributed_c10d._dump_fr_trace())
+            dump = fr_dumps.read()
             if self._nccl:
                 self._gpu = _gpu_events(self._profile)
             self._events, self._profile = _events(self._profile), None
@@ -302,7 +302,7 @@ _CLOCK_SKEW_NS = 1_000_000
 
 
 def _match_runs(entries: list[dict], runs: list[tuple]) -> dict[int, tuple[int, int]]:
-    """Pair flight-recorder entries with gloo's ``gloo:<op>`` work events: record_id -> (start, end).
+    """Pair flight-recorder entries with gloo's ``gloo:<op>`` work events: entry key -> (start, end).
 
     c10d records a gloo collective's entry under its group's queue lock, then queues the work
     (``ProcessGroupGloo::enqueue`` in torch/csrc/distributed/c10d/ProcessGroupGloo.cpp); the group's
@@ -316,7 +316,7 @@ def _match_runs(entries: list[dict], runs: list[tuple]) -> dict[int, tuple[int, 
     Ties between groups go to the group the run's thread served before (a thread serves one group).
     """
     queues: dict[str, list[dict]] = {}
-    for e in sorted(entries, key=lambda e: e["record_id"]):
+    for e in sorted(entries, key=fr_dumps.key):
         queues.setdefault(e["process_group"][0], []).append(e)
     # threads a group has: the profile's gloo threads shared among the groups that queued work
     window = max(1, -(-len({r[1] for r in runs}) // max(1, len(queues))))
@@ -338,12 +338,12 @@ def _match_runs(entries: list[dict], runs: list[tuple]) -> dict[int, tuple[int, 
         _, g, e = best
         queues[g].remove(e)
         thread_group[thread] = g
-        out[e["record_id"]] = (start, end)
+        out[fr_dumps.key(e)] = (start, end)
     return out
 
 
 def _nccl_kernels(entries: list[dict], gpu, sm: int | None = None) -> tuple[dict, list[tuple]]:
-    """On NCCL: record_id -> the kernel columns of each flight-recorder entry whose ``nccl:<op>`` scope
+    """On NCCL: entry key (:func:`labcore.live.fr_dumps.key`) -> the kernel columns of each flight-recorder entry whose ``nccl:<op>`` scope
     launched kernels (:func:`labcore.readers.profiler_trace.collective_row`), and the compute kernels as events.
 
     Entries and scopes of one profiling name are paired in issue order when they are as many, else
@@ -367,7 +367,7 @@ def _nccl_kernels(entries: list[dict], gpu, sm: int | None = None) -> tuple[dict
             ks = launched.get(sc[:3])
             if ks:
                 op, peer = from_profiling_name(name)
-                out[e["record_id"]] = profiler_trace.collective_row(op, peer, ks, compute, sm)
+                out[fr_dumps.key(e)] = profiler_trace.collective_row(op, peer, ks, compute, sm)
     return out, [(k[3].split("(", 1)[0], None, k[0], k[1], [], []) for k in gpu.compute]
 
 
@@ -391,6 +391,16 @@ def _step_of(t_ns: float, steps: list[tuple[int, int]]) -> int:
     return -1
 
 
+def _overrun(entries: list[dict], t0: int) -> bool:
+    """True when a recorder's ring buffer is full and its oldest entry is newer than the block's start."""
+    size = int(os.environ.get("TORCH_FR_BUFFER_SIZE", "2000") or 2000)
+    for name in {e["recorder"] for e in entries}:
+        own = [e["time_created_ns"] for e in entries if e["recorder"] == name]
+        if len(own) >= size and min(own) > t0:
+            return True
+    return False
+
+
 def _build(rec: Recorder, entries: list[dict]) -> "Recording":
     import pandas as pd
 
@@ -401,8 +411,7 @@ def _build(rec: Recorder, entries: list[dict]) -> "Recording":
     if runs and not mine:
         raise RuntimeError("the profiler saw collectives but the flight recorder kept none: it is off on "
                            "this rank; start the ranks with lc.Cluster(n, env=lc.live.FR_ENV)")
-    if mine and len(entries) >= int(os.environ.get("TORCH_FR_BUFFER_SIZE", "2000") or 2000) \
-            and min(e["time_created_ns"] for e in entries) > t0:
+    if mine and _overrun(entries, t0):
         raise RuntimeError(f"recording {rec.name!r} was read too late: the flight recorder keeps the last "
                            f"{len(entries)} collectives and newer ones replaced the start of it; call "
                            "rec.recording() right after the recorded block, or raise TORCH_FR_BUFFER_SIZE")
@@ -420,8 +429,8 @@ def _build(rec: Recorder, entries: list[dict]) -> "Recording":
         named, peer = from_profiling_name(backend_op)
         op = _collectives.TORCH_NAMES.get(api) or named
         ib, ob = _nbytes(e["input_sizes"], e["input_dtypes"]), _nbytes(e["output_sizes"], e["output_dtypes"])
-        start, end = timed.get(e["record_id"], (None, None))
-        gpu = kernels.get(e["record_id"])
+        start, end = timed.get(fr_dumps.key(e), (None, None))
+        gpu = kernels.get(fr_dumps.key(e))
         if gpu is not None:                                              # NCCL: its kernels' GPU times
             start, end = gpu.pop("start_ns"), gpu.pop("end_ns")
         elif start is None and e.get("time_discovered_started_ns"):     # a collective NCCL ran without a kernel

@@ -1,11 +1,13 @@
 """What this machine offers the lab: GPUs, the backend a cluster will use and why, how its devices connect."""
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 
@@ -53,14 +55,53 @@ def has_gpus(n: int = 1) -> bool:
     return dist.is_available() and dist.is_nccl_available() and gpu_count() >= n
 
 
+# What a rank does first on NCCL (worker.main): if this fails, every rank would die in set_device.
+_CUDA_PROBE = "import torch; torch.cuda.set_device(0); torch.ones(1, device='cuda').sum().item()"
+CUDA_FIX = ("torch's default Linux wheel (2.13: CUDA 13) needs an NVIDIA driver of the 580 series or newer "
+            "(nvidia-smi shows the driver's version): update the driver, install the torch build made for your "
+            "driver's CUDA (pytorch.org's selector), or take the CPU wheel (pip install torch --index-url "
+            "https://download.pytorch.org/whl/cpu); see the README's 'Which torch for which driver'")
+
+
+@functools.cache
+def cuda_runs() -> tuple[bool, str]:
+    """(True, "") when CUDA can run here, else (False, the error's last line); asked once per process.
+
+    NVML counting GPUs does not mean CUDA runs: a driver older than the CUDA torch was built with
+    (torch 2.13's default wheel is a CUDA 13 build, which needs a 580+ driver), or a container without
+    the device nodes, fails at ``torch.cuda.set_device``. The question goes to a child process so the
+    notebook never initialises CUDA itself (a process with CUDA cannot fork ranks that use it).
+    """
+    try:
+        done = subprocess.run([sys.executable, "-c", _CUDA_PROBE], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return False, f"the check could not run ({type(exc).__name__})"
+    if done.returncode == 0:
+        return True, ""
+    lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    return False, lines[-1] if lines else f"the check exited with code {done.returncode}"
+
+
 def choose_backend(world_size: int, backend: str = "auto") -> str:
-    """Resolve ``backend`` for ``world_size`` ranks; raise a clear error when NCCL cannot run."""
+    """Resolve ``backend`` for ``world_size`` ranks; raise a clear error when NCCL cannot run.
+
+    With ``"auto"``, NCCL needs one GPU per rank and CUDA that runs (:func:`cuda_runs`); when NVML
+    counts the GPUs but CUDA cannot run, the ranks use gloo and one line on stderr names the fix.
+    """
     if backend not in {"auto", "gloo", "nccl"}:
         raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', not {backend!r}")
     if backend == "gloo":
         return backend
     if has_gpus(world_size):
-        return "nccl"
+        ok, why = cuda_runs()
+        if ok:
+            return "nccl"
+        if backend == "nccl":
+            raise ValueError(f"backend='nccl': NVML counts {gpu_count()} GPU(s), but CUDA cannot run here ({why}). "
+                             f"{CUDA_FIX}; or use backend='gloo'.")
+        print(f"labcore: CUDA cannot run here ({why}), so the ranks use gloo on the CPU. {CUDA_FIX}.",
+              file=sys.stderr, flush=True)
+        return "gloo"
     if backend == "auto":
         return "gloo"
     import torch.distributed as dist
@@ -108,8 +149,12 @@ def explain_backend(world_size: int) -> str:
                 "through gloo in the same group).")
     import torch.distributed as dist
 
-    why = ("this torch build has no NCCL" if not dist.is_nccl_available()
-           else f"NVML counts {gpu_count()} GPU(s), fewer than one per rank")
+    if not dist.is_nccl_available():
+        why = "this torch build has no NCCL"
+    elif has_gpus(world_size):
+        why = f"NVML counts {gpu_count()} GPU(s), but CUDA cannot run here ({cuda_runs()[1]})"
+    else:
+        why = f"NVML counts {gpu_count()} GPU(s), fewer than one per rank"
     return (f"{ranks} -> gloo on the CPU: {why}. Same API and semantics; gloo's own CPU algorithms "
             "over TCP, none of NCCL's kernels or protocols.")
 

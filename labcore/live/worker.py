@@ -201,8 +201,8 @@ class _Worker:
         self.info = info
         self.pid = os.getpid()
         # what the notebook's hang report reads (labcore.live.progress)
-        self.calls = progress.CallCounter(os.path.join(run_dir, f"rank{info.rank}.calls"))
-        self.gpu_state = os.path.join(run_dir, f"rank{info.rank}.gpu")
+        self.watch = progress.CallWatch(progress.CallCounter(os.path.join(run_dir, f"rank{info.rank}.calls")),
+                                        os.path.join(run_dir, f"rank{info.rank}.gpu"))
         self.nccl_timeout_s: float | None = None
         self.world = dist.group.WORLD  # the group this cluster made; user code may destroy it
         self.namespace = {
@@ -252,11 +252,25 @@ class _Worker:
         later call, or paired its collective with a later one)."""
         self.arm_nccl_timeout(timeout_s)
         value = self.handle(kind, payload)
-        progress.finish_gpu_work(self.info.device, self.gpu_state)
+        progress.finish_gpu_work(self.info.device)
         return value
 
-    def group_intact(self) -> bool:
-        return dist.is_initialized() and dist.group.WORLD is self.world
+    def group_problem(self) -> str:
+        """Why the notebook must replace this group ("" while it can be trusted), said after "rank N".
+
+        A group whose NCCL watchdog saw a collective time out (or fail) cannot be kept: with
+        ``TORCH_NCCL_DUMP_ON_TIMEOUT`` torch's heartbeat monitor kills the process about
+        ``TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC`` (480 s) later (HeartbeatMonitor::runLoop in
+        ProcessGroupNCCL.cpp), and a later call would read as the rank dying.
+        """
+        if not (dist.is_initialized() and dist.group.WORLD is self.world):
+            return ("no longer had the cluster's process group (did the code call destroy_process_group() or "
+                    "init_process_group()?)")
+        failed = _nccl_errors()
+        if failed:
+            return (f"had {', '.join(failed)} failed in NCCL's watchdog: a group whose collective timed out "
+                    "cannot be used again")
+        return ""
 
     def serve(self) -> None:
         while True:
@@ -266,7 +280,7 @@ class _Worker:
                 return  # the notebook closed the pipe or died: nothing left to serve
             if kind == "close":
                 return
-            self.calls.start()
+            self.watch.begin(req_id)
             try:
                 reply = ("ok", _pickle_reply(self.run_call(kind, payload, *timeout)))
             except BaseException as exc:  # report everything, even SystemExit from user code
@@ -274,9 +288,27 @@ class _Worker:
             finally:
                 if os.getpid() != self.pid:
                     os._exit(0)  # a process the user's code forked: it must not answer for the rank
-                self.calls.finish(req_id)
+                self.watch.end(req_id)
                 _flush_output()
-            self.conn.send((req_id, self.pid, *reply, self.group_intact()))
+            self.conn.send((req_id, self.pid, *reply, self.group_problem()))
+
+
+def _nccl_errors() -> list[str]:
+    """This rank's groups whose NCCL backend reports an error: ProcessGroupNCCL's ``get_error()`` (its
+    ``ErrorType getError()``, ProcessGroupNCCL.hpp) is ``TIMEOUT`` once the watchdog saw a collective
+    time out, ``COMM_ERROR``/``REMOTE_ERROR`` after a failure; backends without it are skipped."""
+    from torch.distributed.distributed_c10d import _world
+
+    failed = []
+    for pg, name in list(_world.pg_names.items()):
+        try:
+            get_error = getattr(pg._get_backend(torch.device("cuda")), "get_error", None)
+            error = get_error() if get_error is not None else None
+        except (RuntimeError, ValueError):
+            continue  # no CUDA backend in this group, or one already shut down
+        if error is not None and getattr(error, "name", "SUCCESS") != "SUCCESS":
+            failed.append(f"group {name} ({error.name.lower().replace('_', ' ')})")
+    return failed
 
 
 def _take_notebook_env(notebook_env: dict | None) -> None:
@@ -303,12 +335,21 @@ def _nccl_defaults(run_dir: str) -> None:
     - ``TORCH_NCCL_ASYNC_ERROR_HANDLING=0``: on a timeout the watchdog logs and dumps but
       neither aborts the communicator nor kills the process (modes 1-3 do, ``ErrorHandlingMode``
       in ProcessGroupNCCL.hpp), which would end a rank at the deadline and turn the hang
-      report into a RankDied naming whichever rank's watchdog fired first.
+      report into a RankDied naming whichever rank's watchdog fired first;
+    - ``TORCH_NCCL_ENABLE_MONITORING=0``: after a dump on timeout torch's heartbeat monitor sleeps
+      ``TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC`` (480 s by default) and then terminates the process
+      (``terminateProcess`` in HeartbeatMonitor::runLoop, ProcessGroupNCCL.cpp), so a subgroup that
+      timed out killed its rank minutes later, in whatever cell ran then. With monitoring off it
+      logs instead; the lab's own deadline is the monitor, and a group whose watchdog saw a
+      timeout is replaced after the call (:meth:`_Worker.group_problem`). The names are torch
+      2.13's (``TORCH_NCCL_ENABLE_MONITORING``, ``TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC`` in
+      ProcessGroupNCCL.hpp).
     """
     os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
     os.environ.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
     os.environ.setdefault("TORCH_FR_DUMP_TEMP_FILE", os.path.join(run_dir, "nccl_trace_rank_"))
     os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")
+    os.environ.setdefault("TORCH_NCCL_ENABLE_MONITORING", "0")
 
 
 def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: str, run_dir: str,
@@ -350,9 +391,9 @@ def main(conn, lifeline, stdout, stderr, rank: int, world_size: int, backend: st
         info = RankInfo(rank, world_size, rank, backend, local)
         _set_current(info)
     except BaseException as exc:
-        conn.send((0, os.getpid(), "error", _describe(exc), False))
+        conn.send((0, os.getpid(), "error", _describe(exc), ""))
         return
-    conn.send((0, os.getpid(), "ok", cloudpickle.dumps(None), True))
+    conn.send((0, os.getpid(), "ok", cloudpickle.dumps(None), ""))
     try:
         _Worker(conn, info, run_dir).serve()
     finally:

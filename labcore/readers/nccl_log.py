@@ -32,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from labcore.files import MAX_TEXT_BYTES, bundled, check_text_limited, read_text_limited
+from labcore.readers import nccl_ranks
 
 # Every quantifier that can meet a long run of the same characters is bounded or anchored, so
 # that a line is scanned a fixed number of times whatever it holds (one 200,000-character line
@@ -41,11 +42,17 @@ _MARKER = re.compile(r"NCCL (INFO|WARN)")
 # ("misc/ibvwrap.cc:63"); only the last characters before the marker are looked at.
 _TAIL = re.compile(r"(?:([^\s:\[\]]{1,255}):(\d{1,10}):(\d{1,10}) )?\[(\d{1,6})\](?: ([^\s\[\]]{1,200}))? ?$")
 _TAIL_WINDOW = 512
-_VERSION = re.compile(r"NCCL version (\S{1,100})")
+_VERSION = re.compile(r"[NR]CCL version (?:: )?(\S{1,100})")     # RCCL: "RCCL version : 2.26.6-HEAD:f224e2c"
 _RANK_PREFIX = re.compile(r"\[Rank (\d{1,9})\] ")                      # NCCL 2.29+ on the Init START line
 _RING = re.compile(r"Channel (\d+)/(\d+) :((?: +\d+)+) *$")
-_PEER = re.compile(r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[[^\]]{0,40}\])? -> (\d+)(?:\[[^\]]{0,40}\])?"
+_PEER = re.compile(r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[([^\]]{0,40})\])? -> (\d+)(?:\[([^\]]{0,40})\])?"
                    r"(?: \[(send|receive)\])? via (.*)$")
+# NCCL 2.2x appends the communicator's address and size to channel and tree lines
+_COMM_SUFFIX = re.compile(r" comm (0x[0-9a-fA-F]{1,16}) nRanks (\d{1,9})\s*$")
+# Ray's note on lines it folded: "... [repeated 2x across cluster]"
+_RAY_REPEAT = re.compile(r"\s*\[repeated \d{1,9}x across cluster\]\s*$")
+# A launcher's rank tag before NCCL's prefix: "[155] ", "[15]worker-23:...", mpirun's "[1,155]<stdout>:"
+_TAG = re.compile(r"\s{0,8}\[(?:\d{1,6},)?(\d{1,6})\](?:<std(?:out|err)>:)?")
 _NEIGHBOURS = re.compile(r"Ring (\d+) : (-?\d+) -> (\d+) -> (-?\d+) *$")
 _TREES = re.compile(r"Trees(.*)$")
 _TREE_ENTRY = re.compile(r"\[(\d{1,6})\] +(\S+)")
@@ -54,12 +61,14 @@ _CHANNELS = re.compile(r"(\d+) coll channels(.*)$")
 _COUNT = re.compile(r"(\d{1,9}) (collnet|nvls) channels")
 # ncclCommInitRank/Config/All/Split/Scalable (the function leads the line from NCCL 2.21), or a bare
 # "comm" (older releases; busId from 2.5, nvmlDev from 2.4).
-_INIT = re.compile(r"(?:(nccl\w{1,40}) )?comm (\S+) rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev \d+)?"
+_INIT = re.compile(r"(?:(nccl\w{1,40}) )?comm (\S+) rank (\d+) nranks (\d+)(?: cudaDev (\d+))?(?: nvmlDev \d+)?"
                    r"(?: busId ([0-9a-fA-Fx]+))?(.*)$")
+# NCCL 2.3's "rank 6 nranks 8" and 2.2x's "Init timings[ - ncclCommInitRankConfig]: rank 2 nranks 16 total ..."
+_RANK_LINE = re.compile(r"(?:Init timings(?: - (nccl\w{1,40}))?: )?rank (\d{1,9}) nranks (\d{1,9})(?:\s|$)")
 _COMM_ID = re.compile(r" commId (0x[0-9a-fA-F]{1,16})")
 _COMM_NODES = re.compile(r"comm (\S+) rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank (\d+)")
 _ENV = re.compile(r"(NCCL_\w+) set (?:by environment )?to (\S+)")
-_NETWORK = re.compile(r"Using network (\S+)")
+_NETWORK = re.compile(r"Using (?:internal )?[Nn]etwork (\S+)")   # NCCL 2.3: "Using internal Network IB"
 _NICS = re.compile(r"NET/(IB|Socket) : Using (.*?)(?: \[RO\])?;? ?(?:OOB|$)")
 _NIC = re.compile(r"\[(\d{1,4})\](\S{1,64}?)(?::(\d+)/(IB|RoCE)(/SHARP)?|<\d+>|:\S+)")
 _GRAPH = re.compile(r"Pattern (\d+), crossNic (\d+), nChannels (\d+), (?:bw|speed) "
@@ -81,13 +90,16 @@ class NcclLog:
 
     Attributes
     ----------
-    version : NCCL version string, or None.
-    ranks : DataFrame (rank, nranks, cuda_dev, bus_id, host, nodes, local_ranks, local_rank,
-        function, comm_id), one row per rank of a communicator that logged its init
-        ("ncclCommInitRank/Config/All/Split/Scalable comm ... rank r nranks n ..." of any release
-        since 2.4, with NCCL 2.29's "[Rank r]" before it) or its "comm ... rank r nRanks n nNodes m
-        localRanks k localRank l" line; ``function`` is the init call, ``comm_id`` the
-        communicator's hash (None where the line does not print them).
+    version : NCCL version string (RCCL's, "RCCL version : ...", for AMD's fork), or None.
+    ranks : DataFrame (rank, nranks, cuda_dev, bus_id, host, pid, comm, nodes, local_ranks,
+        local_rank, function, comm_id), one row per rank of each process and communicator that
+        logged a line naming it: its init ("ncclCommInitRank/Config/All/Split/Scalable comm ... rank
+        r nranks n ..." since 2.4, with NCCL 2.29's "[Rank r]" before it; 2.3's "rank r nranks n";
+        2.2x's "Init timings: rank r nranks n"), its "comm ... rank r nRanks n nNodes m localRanks k
+        localRank l" line, its ring neighbours, or the peer lines it printed (the rank that printed
+        a peer line, its process and device: :mod:`labcore.readers.nccl_ranks`). ``function`` is the
+        init call, ``comm_id`` the communicator's hash, ``comm`` which communicator of its process
+        the row is, where a process holds ranks of several (None where a line does not say).
     nodes : nodes of the communicator (the "nNodes" of a "comm ... nRanks" line), or None.
     hosts : distinct host names in the line prefixes, INFO and WARN (anonymised logs may show one
         name for all).
@@ -95,15 +107,18 @@ class NcclLog:
     ring_channels : the "/N" of the ring lines ("Channel 05/16 : 0 7 6 ..."), or None.
     nvls_channels, collnet_channels : from the same "coll channels" line, or None.
     rings : channel -> rank order of that ring (from "Channel 00/02 : 0 1 ..." lines, or put
-        together from every rank's "Ring 00 : prev -> rank -> next" line where they close a ring).
+        together from every rank's "Ring 00 : prev -> rank -> next" line, or from a channel's peer
+        lines where each rank sends to one other, where they close a ring).
     ring_neighbours : DataFrame (rank, channel, prev, next, host) of "Ring NN : prev -> rank -> next".
     trees : DataFrame (rank, channel, tree, down_tree): "down/down/down->rank->up" as NCCL prints
         it since 2.5 ("Trees [0] ..." lines and "Tree N : up -> rank -> down/down/down" lines; NCCL
         2.4's "up->rank->down/down/down" is turned round); ``down_tree`` is NCCL 2.5's separate
         broadcast tree ("up->rank->down/down/down" after the "|"), else "".
-    transports : DataFrame (channel, src, dst, direction, transport, detail, host): one row per
-        connection; ``transport`` is P2P, SHM or NET, ``detail`` NCCL's full label,
-        ``host`` the machine whose rank logged the line.
+    transports : DataFrame (channel, src, dst, direction, transport, detail, host, comm): one row per
+        connection; ``transport`` is P2P, SHM or NET, ``detail`` NCCL's full label (without NCCL
+        2.2x's "comm 0x... nRanks N" or Ray's "[repeated Nx across cluster]" after it), ``host``
+        the machine whose rank logged the line, ``comm`` its communicator where its process holds
+        ranks of several (else None; :meth:`peer_table` then groups by it).
     graphs : DataFrame of the topology search's graphs (pattern, cross_nic, channels, bw_intra,
         bw_inter, type_intra, type_inter, same_channels), one row per distinct line.
     nvls : True/False when the log says whether NVLS multicast is available, else None.
@@ -155,8 +170,9 @@ class NcclLog:
         """Transport per (src, dst) pair with the number of channels using it."""
         if self.transports.empty:
             return pd.DataFrame(columns=["src", "dst", "transport", "detail", "channels"])
-        t = self.transports.drop_duplicates(["channel", "src", "dst", "detail"])
-        return (t.groupby(["src", "dst", "transport", "detail"]).size()
+        keys = ["src", "dst", "transport", "detail"] + (["comm"] if self.transports["comm"].notna().any() else [])
+        t = self.transports.drop_duplicates(["channel", *keys])
+        return (t.groupby(keys, dropna=False).size()
                 .rename("channels").reset_index().sort_values(["src", "dst"], ignore_index=True))
 
     def transport(self, src: int, dst: int) -> str:
@@ -255,11 +271,14 @@ class _Entry:
     cuda_dev: int | None
     source: str | None
     body: str
+    tid: str | None = None
+    tag: int | None = None     # the launcher's rank tag before NCCL's prefix ("[155] host:pid:tid [3]")
 
 
 def _entries(who, line: str):
     """The entries of one line: usually one, more where lines ran together (a terminal's wrap
     pasted as one line), each with the prefix found just before its marker."""
+    tag = _TAG.match(line)
     pieces = _MARKER.split(line)         # [before, level, after, level, after, ...]: one pass
     for k in range(1, len(pieces), 2):
         before = pieces[k - 1][-_TAIL_WINDOW:]
@@ -269,9 +288,13 @@ def _entries(who, line: str):
             if tail:
                 after = after[:len(after) - len(tail.group(0))]
         m = _TAIL.match(before) or _TAIL.search(before)    # the prefix usually starts the line
-        host, pid, _, dev, source = m.groups() if m else (None, None, None, None, None)
+        host, pid, tid, dev, source = m.groups() if m else (None, None, None, None, None)
+        if host is not None and host.isdigit():
+            host = None           # a mangled prefix ("[15]23:83:2526"): no machine is named by digits alone
+        # a leading "[N]" is a launcher's tag when NCCL's own prefix (with its host) follows it, not NCCL's "[dev]"
+        rank_tag = int(tag.group(1)) if tag and k == 1 and m and m.group(1) else None
         yield _Entry(who, pieces[k], host, pid, int(dev) if dev is not None else None, source,
-                     after[1:] if after.startswith(" ") else after)
+                     after[1:] if after.startswith(" ") else after, tid, rank_tag)
 
 
 class _Collector:
@@ -280,7 +303,7 @@ class _Collector:
     def __init__(self, out: NcclLog):
         self.out = out
         self.tuning = _Tuning()
-        self.ranks: dict = {}
+        self.sightings: list[dict] = []   # what init lines say of a rank (labcore.readers.nccl_ranks)
         self.trees, self.peers, self.graphs, self.nics, self.neighbours = [], [], [], [], []
         self.nvls_ranks, self.warns, self.nodes, self.hosts = [], [], {}, set()
 
@@ -292,14 +315,18 @@ class _Collector:
         self.out.ring_channels = max(self.out.ring_channels or 0, int(m.group(2)))
 
     def peer(self, e, m):
-        detail = m.group(5).rstrip()
-        self.peers.append(dict(channel=int(m.group(1)), src=int(m.group(2)), dst=int(m.group(3)),
-                               direction=m.group(4) or "", transport=_transport(detail), detail=detail,
-                               host=e.host))
+        channel, src, src_id, dst, dst_id, direction, detail = m.groups()
+        detail, pointer = detail.rstrip(), None
+        if suffix := _COMM_SUFFIX.search(detail):
+            detail, pointer = detail[:suffix.start()], suffix.group(1)
+        self.peers.append(dict(channel=int(channel), src=int(src), dst=int(dst), direction=direction or "",
+                               transport=_transport(detail), detail=detail, host=e.host, pid=e.pid, tid=e.tid,
+                               dev=e.cuda_dev, tag=e.tag, src_id=src_id, dst_id=dst_id, pointer=pointer))
 
     def neighbour(self, e, m):
         self.neighbours.append(dict(rank=int(m.group(3)), channel=int(m.group(1)), prev=int(m.group(2)),
                                     next=int(m.group(4)), host=e.host))
+        self._rank(e, None, rank=int(m.group(3)), cuda_dev=e.cuda_dev)
 
     def tree_entries(self, e, m):
         for channel, text in _TREE_ENTRY.findall(m.group(1)):
@@ -319,8 +346,12 @@ class _Collector:
     def init(self, e, m):
         function, comm, rank, nranks, dev, bus, rest = m.groups()
         comm_id = _COMM_ID.search(rest)
-        self._rank(e, comm, rank=int(rank), nranks=int(nranks), cuda_dev=int(dev), bus_id=bus,
-                   function=function, comm_id=comm_id.group(1) if comm_id else None)
+        self._rank(e, comm, rank=int(rank), nranks=int(nranks), cuda_dev=int(dev) if dev else e.cuda_dev,
+                   bus_id=bus, function=function, comm_id=comm_id.group(1) if comm_id else None)
+
+    def rank_line(self, e, m):
+        function, rank, nranks = m.groups()
+        self._rank(e, None, rank=int(rank), nranks=int(nranks), cuda_dev=e.cuda_dev, function=function)
 
     def comm_nodes(self, e, m):
         comm, rank, nranks, nodes, local_ranks, local_rank = m.groups()
@@ -329,11 +360,9 @@ class _Collector:
                    local_ranks=int(local_ranks), local_rank=int(local_rank))
 
     def _rank(self, e, comm, **values):
-        """Merge what the lines of one rank of one communicator say: the process (host, pid) and the
-        communicator's address in it name that rank."""
-        key = (e.host, e.pid, comm) if e.pid else (values["rank"], values["nranks"], comm)
-        row = self.ranks.setdefault(key, dict(host=e.host))
-        row.update({k: v for k, v in values.items() if v is not None})
+        """What one line says of a rank; the process (host, pid), the rank and the communicator's address
+        in it, where the line prints one, name the row it joins (:func:`labcore.readers.nccl_ranks.ranks_table`)."""
+        self.sightings.append(dict(host=e.host, pid=e.pid, comm=comm, **values))
 
     def env(self, e, m):
         self.out.env[m.group(1)] = m.group(2).rstrip(".")
@@ -388,6 +417,7 @@ class _Collector:
 _HANDLERS = (("C", _RING, _Collector.ring), ("CR", _PEER, _Collector.peer), ("R", _NEIGHBOURS, _Collector.neighbour),
              ("T", _TREES, _Collector.tree_entries), ("T", _TREE_LINE, _Collector.tree_line),
              ("0123456789", _CHANNELS, _Collector.channels), ("nc", _INIT, _Collector.init),
+             ("rI", _RANK_LINE, _Collector.rank_line),
              ("c", _COMM_NODES, _Collector.comm_nodes), ("N", _ENV, _Collector.env),
              ("U", _NETWORK, _Collector.network), ("N", _NICS, _Collector.nic_list), ("P", _GRAPH, _Collector.graph),
              ("N", _NVLS, _Collector.nvls), ("N", _NVLS_HEAD, _Collector.nvls_head),
@@ -404,6 +434,17 @@ def _down_first(tree: str) -> str:
     if len(parts) == 3 and "/" in parts[2] and "/" not in parts[0]:
         return f"{parts[2]}->{parts[1]}->{parts[0]}"
     return tree
+
+
+def _ring_hops(peers: list[dict]) -> list[dict]:
+    """Each channel's sends as next-neighbour hops, where every rank of it sends to one rank only
+    (a channel whose lines also hold tree connections is left out: its hops do not make one ring)."""
+    nexts: dict = {}
+    for p in peers:
+        if p["direction"] != "receive":
+            nexts.setdefault(p["channel"], {}).setdefault(p["src"], set()).add(p["dst"])
+    return [dict(channel=channel, rank=src, next=next(iter(dsts))) for channel, hops in nexts.items()
+            if all(len(d) == 1 for d in hops.values()) for src, dsts in hops.items()]
 
 
 def _closed_rings(neighbours: list[dict], known: dict) -> dict:
@@ -431,14 +472,17 @@ def parse(logs) -> NcclLog:
     ----------
     logs : str, or a list of per-rank texts (e.g. ``[out + err for out, err in cl.last_output]``),
         at most :data:`labcore.files.MAX_TEXT_BYTES` in all. Lines that are not NCCL's, and lines
-        starting with ``#``, are ignored; a launcher's prefix (srun's "0: ", mpirun's "[1,0]<stdout>:",
-        a timestamp) before NCCL's own does not matter. Each line is scanned in linear time.
+        starting with ``#`` or ``%%`` (a file's header), are ignored; a launcher's prefix (srun's "0: ",
+        mpirun's "[1,0]<stdout>:", a timestamp, Ray's "(RayWorkerWrapper pid=..)") before NCCL's own,
+        and Ray's "[repeated 2x across cluster]" after it, do not matter. Each line is scanned in
+        linear time.
     """
     out = NcclLog()
     c = _Collector(out)
     for who, line in _lines(logs):
-        if "NCCL" not in line or line.lstrip().startswith("#"):
+        if "CCL" not in line or line.lstrip().startswith(("#", "%%")):
             continue
+        line = _RAY_REPEAT.sub("", line)
         if m := _VERSION.search(line):
             c.version(None, m)
         for entry in _entries(who, line):
@@ -447,28 +491,22 @@ def parse(logs) -> NcclLog:
     return out
 
 
-_COUNTS = ("cuda_dev", "nodes", "local_ranks", "local_rank")
-
-
 def _finish(out: NcclLog, c: _Collector) -> None:
     """The collected rows as the log's tables."""
     for t in c.trees:               # a tree entry names its own rank in the middle ("down->RANK->up")
         mid = _MID_RANK.search(t["tree"])
         if mid:
             t["rank"] = int(mid.group(1))
-    columns = ["rank", "nranks", "cuda_dev", "bus_id", "host", "nodes", "local_ranks", "local_rank", "function",
-               "comm_id"]
-    rows = [dict(dict.fromkeys(columns), **row) for row in c.ranks.values()]
-    ranks = pd.DataFrame({k: pd.array([r[k] for r in rows], dtype="Int64" if k in _COUNTS else
-                                      "int64" if k in ("rank", "nranks") else object) for k in columns})
-    out.ranks = ranks.sort_values("rank", kind="stable", ignore_index=True)
+    out.ranks = nccl_ranks.ranks_table(c.sightings, c.peers)
+    comms = nccl_ranks.label_communicators(c.peers, nccl_ranks.logger(c.peers))
     out.nodes = max(c.nodes.values()) if c.nodes else None
     out.hosts = sorted(c.hosts)
     out.trees = pd.DataFrame(c.trees, columns=["rank", "channel", "tree", "down_tree"])
     out.ring_neighbours = pd.DataFrame(c.neighbours, columns=["rank", "channel", "prev", "next", "host"])
     out.rings.update(_closed_rings(c.neighbours, out.rings))
-    out.transports = pd.DataFrame(
-        c.peers, columns=["channel", "src", "dst", "direction", "transport", "detail", "host"])
+    out.rings.update(_closed_rings(_ring_hops(c.peers), out.rings))
+    out.transports = pd.DataFrame([dict(p, comm=comm) for p, comm in zip(c.peers, comms)],
+                                  columns=["channel", "src", "dst", "direction", "transport", "detail", "host", "comm"])
     out.graphs = pd.DataFrame(c.graphs, columns=["pattern", "cross_nic", "channels", "bw_intra", "bw_inter",
                                                  "type_intra", "type_inter", "same_channels"]).drop_duplicates(
         ignore_index=True)

@@ -433,6 +433,8 @@ def _group(params: dict, kernel_args: dict) -> tuple[str, tuple, int | None]:
     """(process group name, its ranks, its size) as torch wrote them, or ("", (), None)."""
     meta = params if "Process Group Name" in params else kernel_args
     name = meta.get("Process Group Name")
+    if not isinstance(name, str) and _whole(params.get("Process Group ID")):
+        meta, name = params, str(params["Process Group ID"])   # torch 2.2's record_param_comms: the group's id
     if not isinstance(name, str):
         return "", (), None
     text = meta.get("Process Group Ranks", "")
@@ -544,56 +546,125 @@ def _distributed(trace: dict, path) -> tuple[int, int, str]:
     return rank, world, str(backend)
 
 
-def _rank_frames(ev: Events, rank: int, world: int, steps: _Steps, sm: int | None):
-    """(rows, scope rows, step rows, notes) of one rank."""
+# Kernels of communication libraries other than NCCL, by their names: DeepEP (``deep_ep::``, DeepSeek's
+# ``dpsk::ep::``), NVSHMEM, vLLM's custom all-reduce, torch's symmetric-memory all-reduce, MSCCL++.
+_OTHER_COMMUNICATION = re.compile(r"::ep::|deep_?ep|nvshmem|cross_device_reduce|(?:one|two)_shot_all_reduce|"
+                                  r"multimem_|mscclpp", re.IGNORECASE)
+# A collective NCCL ran without a kernel has none of a kernel's columns.
+_NO_KERNEL = dict(kernel="", algorithm="", protocol="", channels=-1, threads=-1, overlapped=False)
 
-    compute = intervals.union((k[0], k[1]) for k in ev.compute)
+
+def _one_rank(params: dict, world: int) -> bool:
+    """A collective of a one-rank communicator: NCCL completes it without launching a kernel."""
+    return world == 1 or params.get("Group size") == 1
+
+
+class _RankRows:
+    """One rank's collectives as Recording rows: numbered per group, with what had to be left out or assumed."""
+
+    def __init__(self, ev: Events, rank: int, world: int, steps: _Steps, sm: int | None):
+        self.ev, self.rank, self.world, self.steps, self.sm = ev, rank, world, steps, sm
+        self.compute = intervals.union((k[0], k[1]) for k in ev.compute)
+        self.rows, self.seqs, self.streams = [], {}, set()
+        self.unsized = self.kernelless = 0
+
+    def add(self, scope: tuple, params: dict, kernels: list) -> None:
+        """One collective: its CPU scope, the ``record_param_comms`` arguments around it, its NCCL kernels
+        (none for a one-rank communicator, whose row takes the scope's times)."""
+        op, peer = _op_of(scope)
+        meta = kernels[0][4] if kernels else {}
+        group, ranks, size = _group(params, meta)
+        if not group:
+            group = f"stream {meta.get('stream', '?')}"
+            self.streams.add(group)
+        size = size or self.world
+        sizes = _sizes(op, scope[4], params, meta, size)
+        if sizes is None:   # kept, counted and timed: only its bytes are unknown
+            self.unsized += 1
+            sizes = (math.nan, math.nan, "")
+        if kernels:
+            row = collective_row(op, peer, kernels, self.compute, self.sm)
+            launch = self.ev.launches.get(kernels[0][2])
+            launched = launch[1] if launch else None
+        else:
+            self.kernelless += 1
+            row = dict(_NO_KERNEL, start_ns=scope[0], end_ns=scope[1], peer=peer)
+            launched = scope[0]
+        seq = -1
+        if op not in _P2P_OPS:
+            seq = self.seqs[group] = self.seqs.get(group, -1) + 1
+        nbytes = nccl_tests_bytes(op, sizes[0], sizes[1]) if sizes[2] else math.nan
+        row.update(rank=self.rank, step=self.steps.of_launch(launched), op=op, bytes=nbytes, in_bytes=sizes[0],
+                   out_bytes=sizes[1], dtype=sizes[2], group=group, group_ranks=ranks, group_size=size, seq=seq,
+                   frame="", via="", backend_op=scope[3], issued_ns=row["start_ns"])
+        self.rows.append([row[col] for col in ROW])
+
+    def notes(self, left: dict, lone: int) -> list[str]:
+        """What the rows leave out or assume, one line each."""
+        notes = []
+        if self.streams:
+            notes.append(f"the trace names no process groups; each communicator is named by its CUDA stream "
+                         f"({', '.join(sorted(self.streams))}) and taken as all {self.world} ranks (bytes of "
+                         "all_gather and reduce_scatter, and busbw, assume so)")
+        if self.unsized:
+            notes.append(f"{self.unsized} collective(s) of a size the trace does not give (record with "
+                         "record_shapes=True): kept, counted and timed, bytes unknown (NaN)")
+        if self.kernelless:
+            notes.append(f"{self.kernelless} collective(s) of a one-rank communicator, which NCCL completes without "
+                         "a kernel: kept, timed by their CPU scope")
+        for what, n in (("NCCL kernel(s) launched before the trace began (their collective is not in it)",
+                         len(left["no launch"])),
+                        ("NCCL kernel(s) launched outside any collective's scope", len(left["no scope"])),
+                        ("collective(s) whose kernels are not in the trace (they ran after it ended)",
+                         len(left["no kernel"]) - lone)):
+            if n:
+                notes.append(f"{n} {what}: left out")
+        other = _other_communication(self.ev)
+        if other:
+            notes.append(other)
+        return [f"rank {self.rank}: {note}" for note in notes]
+
+
+def _other_communication(ev: Events) -> str:
+    """A note on kernels of communication libraries other than NCCL, which this reader does not read."""
+    counts: dict = {}
+    for k in ev.compute:
+        if _OTHER_COMMUNICATION.search(k[3]):
+            name = re.split(r"[<(]", re.sub(r"^void |\(anonymous namespace\)::", "", k[3]), maxsplit=1)[0]
+            counts[name] = counts.get(name, 0) + 1
+    if not counts:
+        return "" if ev.kernels or ev.scopes else "the trace holds no NCCL collective"
+    listed = ", ".join(f"{name} x{n}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1])[:5])
+    where = "besides NCCL's" if ev.kernels else "and no NCCL collective"
+    return (f"{sum(counts.values())} kernel(s) of another communication library ({listed}) {where}: "
+            "read_trace reads NCCL's collectives only, so this communication is not in the recording")
+
+
+def _rank_frames(ev: Events, rank: int, world: int, steps: _Steps, sm: int | None):
+    """(rows, scope rows, notes) of one rank."""
     for k in ev.kernels + ev.compute:
         launch = ev.launches.get(k[2])
         if launch is not None:
             steps.saw(steps.of_launch(launch[1]), k[0], k[1])
     found, left = match_kernels(ev)
-    notes, rows, seqs, unsized, streams = [], [], {}, 0, set()
+    made = _RankRows(ev, rank, world, steps, sm)
     for c in found:
-        op, peer = _op_of(c["scope"])
-        first = c["kernels"][0]
-        group, ranks, size = _group(c["params"], first[4])
-        if not group:
-            group = f"stream {first[4].get('stream', '?')}"
-            streams.add(group)
-        size = size or world
-        sizes = _sizes(op, c["scope"][4], c["params"], first[4], size)
-        if sizes is None:
-            unsized += 1
-            continue
-        row = collective_row(op, peer, c["kernels"], compute, sm)
-        seq = -1
-        if op not in _P2P_OPS:
-            seq = seqs[group] = seqs.get(group, -1) + 1
-        launch = ev.launches.get(first[2])
-        row.update(rank=rank, step=steps.of_launch(launch[1] if launch else None), op=op,
-                   bytes=nccl_tests_bytes(op, sizes[0], sizes[1]), in_bytes=sizes[0], out_bytes=sizes[1], dtype=sizes[2],
-                   group=group, group_ranks=ranks, group_size=size, seq=seq, frame="", via="",
-                   backend_op=c["scope"][3], issued_ns=row["start_ns"])
-        rows.append([row[col] for col in ROW])
-    if streams:
-        notes.append(f"rank {rank}: the trace names no process groups; each communicator is named by its CUDA "
-                     f"stream ({', '.join(sorted(streams))}) and taken as all {world} ranks (bytes of all_gather "
-                     "and reduce_scatter, and busbw, assume so)")
-    for what, n in (("NCCL kernel(s) launched before the trace began (their collective is not in it)",
-                     len(left["no launch"])),
-                    ("NCCL kernel(s) launched outside any collective's scope", len(left["no scope"])),
-                    ("collective(s) whose kernels are not in the trace (they ran after it ended)",
-                     len(left["no kernel"])),
-                    ("collective(s) of a size the trace does not give (record with record_shapes=True)", unsized)):
-        if n:
-            notes.append(f"rank {rank}: {n} {what}: left out")
+        made.add(c["scope"], c["params"], c["kernels"])
+    params = _Enclosing(ev.params)
+    lone = 0
+    for scope in left["no kernel"]:
+        j = params.find(scope[2], scope[0])
+        around = ev.params[j][4] if j is not None else {}
+        if _one_rank(around, world):
+            made.add(scope, around, [])
+            lone += 1
+    made.rows.sort(key=lambda r: r[ROW.index("issued_ns")])
     scopes = []
     for k in ev.compute:
         launch = ev.launches.get(k[2])
         step = steps.of_launch(launch[1]) if launch else steps.of_gpu(k[0])
         scopes.append((rank, step, k[3].split("(", 1)[0], k[0], k[1]))
-    return rows, scopes, notes
+    return made.rows, scopes, made.notes(left, lone)
 
 
 def _expand(paths) -> list[Path]:
