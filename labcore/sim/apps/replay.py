@@ -98,8 +98,8 @@ def nccl_algorithm(op: str, nbytes: float, ranks: int, nodes: int, machine,
     pick plays as the schedule registered with it (:func:`labcore.sim.core.schedules.playing`; NVLSTree as
     NVLS, CollNetChain as CollNetDirect, PAT and what has no schedule of its own as the ring). Where the simulator stands in for NCCL's pick (NVLS without a reducing switch
     in the topology's NVSwitch, ``in_switch=False``, or PAT), the name says so. The algorithm is None when
-    the simulator has no schedule (NCCL reduces with a ring, the simulator only with a binomial
-    tree). This is the one place the replay calls the tuner.
+    the simulator has no schedule that plays the pick. An all_to_all, which NCCL's tuner does not price,
+    replays as NCCL's p2p path (:mod:`labcore.sim.nccl.p2p`). This is the one place the replay calls the tuner.
 
     Example
     -------
@@ -280,6 +280,9 @@ def _choose(op, nbytes, n, nodes, algorithm, machine, in_switch):
         return named, "named", "auto"
     if machine is not None and COLLECTIVES[op].nccl:
         return nccl_algorithm(op, nbytes, n, nodes, machine, in_switch)
+    p2p = schedules.playing(op, "P2P")
+    if machine is not None and p2p is not None:          # outside the tuner: NCCL's grouped send/recv
+        return p2p, "NCCL p2p (grouped send/recv)", "auto"
     return COLLECTIVES[op].sim, "default", "auto"
 
 
