@@ -56,7 +56,9 @@ presets built on NVSwitch nodes):
   do not take the chunk pipeline too.
 
 The kernel launch and host time (mechanism 4 of the design note) is the topology's ``issue_s``
-(one process driving 8 GPUs: 30 us; one process per GPU: none), the per-protocol bandwidth caps
+(a launch of ``host_s`` for each GPU the job's process drives: 30 us for one process driving 8 H100s,
+3.75 us for a process per GPU; :func:`labcore.sim.machines.presets.with_processes`), NCCL's p2p path for
+all_to_all is :mod:`labcore.sim.nccl.p2p` (its protocol through :func:`nccl_protocol`), the per-protocol bandwidth caps
 (mechanism 3) are the protocols' efficiencies (and, for trees across nodes, ``"caps"``), and the
 network proxy's per-step latencies (mechanism 5) are the protocols' NET hop latencies; they are not
 switched here.
