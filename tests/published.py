@@ -9,9 +9,9 @@ change when the model improves or the presets move into one registry.
 
 Each entry names its collective (``"collective"``; an entry without one is an all_reduce table): its rows
 are read as that collective's, simulated as it and compared with nccl-tests' busbw factor for it
-(:func:`labcore.collectives.describe`). The comparison is simulated busbw / published busbw per size. For nccl-tests output it is computed from
-the times (published in-place time / simulated time: the same ratio, without the rounding of small
-busbw values); for the busbw-only tables of vendor pages, from the busbw itself.
+(:func:`labcore.collectives.describe`). The comparison is simulated busbw / published busbw per size. For
+nccl-tests output it is computed from the times (published in-place time / simulated time: the same ratio,
+without the rounding of small busbw values); for the busbw-only tables of vendor pages, from the busbw itself.
 
 Example
 -------
@@ -23,7 +23,6 @@ Example
 """
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import re
@@ -134,11 +133,6 @@ def arithmetic_slips(rows: list[dict], ranks: int, collective: str = "all_reduce
         if not abs(expected - r["busbw"]) <= 0.011 + 0.004 * r["busbw"]:
             bad.append(r["size"])
     return bad
-
-
-def _call(factory, kwargs: dict):
-    accepted = inspect.signature(factory).parameters
-    return factory(**{k: v for k, v in kwargs.items() if k in accepted})
 
 
 def _preset(entry: dict):

@@ -21,7 +21,7 @@ def _two_nodes():
 
 def test_ring_ll_runs_on_nccls_channels_at_a_size():
     """8 GPUs: Ring/LL takes one of 24 channels per 32 KiB (threshold 8 B x 8 ranks x 512 threads). NCCL's
-    Ring/LL busBw is min(llMaxBw, 0.5 x nChannels x bw) (tuning.cc:324): on one H100 node llMaxBw (141 GB/s)
+    Ring/LL busBw is min(llMaxBw, 0.5 x nChannels x bw) (tuning.cc:327): on one H100 node llMaxBw (141 GB/s)
     caps all 24 channels, so nc of them get min(141, nc x 0.5 x 12 graph channels x 30 GB/s / 24)."""
     t = _node(issue_s=0)
     for nbytes, nc in ((32 << 10, 1), (64 << 10, 2), (256 << 10, 8), (1 << 20, 24)):
@@ -208,7 +208,7 @@ def test_a_chain_forwards_ll_lines_as_they_land_and_simple_steps_whole():
 
 
 def test_p2p_runs_the_protocol_nccl_picks_for_each_peer():
-    """NCCL's p2p path: LL while a peer's bytes fit in its channels x 16 KiB (enqueue.cc:934-936), else Simple;
+    """NCCL's p2p path: LL while a peer's bytes fit in its channels x 16 KiB (enqueue.cc:931-933), else Simple;
     the simulator's "best" all-to-all is it, every peer at once."""
     t = presets.topology("h100_sxm8", processes="per_gpu")
     small = sim.simulate("all_to_all", "best", 8, 8 << 10, topology=t, values=False)

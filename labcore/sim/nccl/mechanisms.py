@@ -16,7 +16,9 @@ presets built on NVSwitch nodes):
   one while ``S < nc x nt x threadThreshold`` (src/enqueue.cc:2092-2104; thresholds comm.h:49-51,
   Ring/LL x nRanks tuning.cc:589-595; :func:`labcore.sim.nccl.tuner.channels_at`). Every channel has
   ``1/nChannels`` of the bandwidth (NCCL's model gives each channel of a graph the same), so the
-  collective gets ``nc(S) / nChannels`` of it.
+  collective gets ``nc(S) / nChannels`` of it; a ring's LL gets NCCL's ``min(llMaxBw, 0.5 x busBw)``
+  (tuning.cc:327) for the ``nc(S)`` channels it runs, so where llMaxBw caps all of them together, fewer
+  lose less.
 * ``"chunks"`` -- the chunk a pipelined algorithm moves per step (calcCollChunking,
   src/enqueue.cc:2182-2420): a ring broadcast or reduce (a pipeline from or to the root,
   enqueue.cc:2190-2195) hands on a Simple step of 512 KiB whole (src/device/prims_simple.h:183-226,
@@ -150,7 +152,7 @@ def played_as(algorithm: str, topology, options: dict) -> str | None:
 
 def _bus_share(op: str, algorithm: str, protocol: str, nc: int, full: int, machine) -> float:
     """The share of NCCL's bus bandwidth for all ``full`` channels that ``nc`` of them get, by NCCL's own
-    formula (tuning.cc:306-330): ``nc / full``, but a ring's LL is ``min(llMaxBw, 0.5 x busBw)``, so
+    formula (tuning.cc:306-330, LL at 327): ``nc / full``, but a ring's LL is ``min(llMaxBw, 0.5 x busBw)``, so
     where llMaxBw caps all channels together, fewer channels lose less (each a ``1 / full`` of the
     graph's channels x bw, at half rate)."""
     if (algorithm, protocol) != ("Ring", "LL") or nc >= full:
@@ -214,7 +216,7 @@ def adjust(op: str, algorithm: str, protocol: str | None, nbytes: float, topolog
            mechanisms="default") -> Adjustment:
     """What the mechanisms do to ``op``/``algorithm`` with ``protocol`` (the topology's protocol name:
     "NVLS" is NCCL's Simple through the engine) for ``nbytes`` (the size nccl-tests prints, which is
-    the byte count NCCL's tuner is given: ncclFuncMaxSendRecvCount, enqueue.cc:2129) on ``topology``. A
+    the byte count NCCL's tuner is given: ncclFuncMaxSendRecvCount, enqueue.cc:2127) on ``topology``. A
     topology without an NCCL machine (``topology.nccl``), a collective NCCL's tuner does not price or an
     algorithm that is not NCCL's gets no adjustment: the textbook machines stay exact."""
     which = selected(mechanisms)

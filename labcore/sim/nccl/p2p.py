@@ -13,12 +13,12 @@ striped over a few channels, in LL or Simple by its size. From NVIDIA/nccl 2.30.
   ``perPeer`` halved while ``nChannelsMin x nRanks > p2pnChannels`` (src/enqueue.cc:1143-1146);
 * one peer's transfer of ``b`` bytes: ``min(nChannelsMin, ceil(b / minPart))`` channels, doubled while a
   part is above ``maxPart`` (up to ``perPeer``); ``minPart`` is half a p2p chunk across nodes, an eighth
-  on one node, ``maxPart`` a chunk or 32 (src/enqueue.cc:914-932);
-* protocol: LL while ``b <= channels x NCCL_P2P_LL_THRESHOLD`` (16 KiB, enqueue.cc:859, 934-936), else
+  on one node, ``maxPart`` a chunk or 32 (src/enqueue.cc:917-927);
+* protocol: LL while ``b <= channels x NCCL_P2P_LL_THRESHOLD`` (16 KiB, enqueue.cc:859, 931-933), else
   Simple; never LL128;
 * chunk: ``p2pChunkSize``, NCCL_P2P_NET_CHUNKSIZE 128 KiB across nodes (twice on ARM Blackwell hosts),
-  NCCL_P2P_NVL_CHUNKSIZE 512 KiB on one NVLink node (src/init.cc:818-836); across the network a Simple
-  transfer smaller than a chunk moves a quarter chunk, one under 8 chunks half (enqueue.cc:938-944).
+  NCCL_P2P_NVL_CHUNKSIZE 512 KiB on one NVLink node (src/init.cc:818-838); across the network a Simple
+  transfer smaller than a chunk moves a quarter chunk, one under 8 chunks half (enqueue.cc:940-943).
 
 The simulator plays it as the ``p2p`` all_to_all (:mod:`labcore.sim.core.schedules.p2p`): every block in
 one step, the ports and NICs shared, in the protocol :func:`protocol` names. NCCL's model gives p2p no
@@ -81,7 +81,7 @@ def p2p_channels(machine) -> tuple[int, int, int]:
 
 
 def _chunk_step(machine) -> int:
-    """``p2pChunkSize`` (init.cc:830-836): the network's across nodes (twice on ARM Blackwell hosts),
+    """``p2pChunkSize`` (init.cc:829-838): the network's across nodes (twice on ARM Blackwell hosts),
     NVLink's on one node."""
     if machine.nodes > 1:
         return P2P_NET_CHUNK_BYTES * (2 if machine.cpu_arch == "arm" and machine.compcap >= 100 else 1)
@@ -89,7 +89,7 @@ def _chunk_step(machine) -> int:
 
 
 def channels(nbytes: int, machine) -> int:
-    """Channels one peer's transfer of ``nbytes`` runs on (enqueue.cc:914-932)."""
+    """Channels one peer's transfer of ``nbytes`` runs on (enqueue.cc:917-927)."""
     _, per_peer, least = p2p_channels(machine)
     if nbytes <= 0:
         return 1
@@ -104,12 +104,12 @@ def channels(nbytes: int, machine) -> int:
 
 
 def protocol(nbytes: int, machine) -> str:
-    """"LL" or "Simple": the protocol of one peer's transfer of ``nbytes`` (enqueue.cc:934-936)."""
+    """"LL" or "Simple": the protocol of one peer's transfer of ``nbytes`` (enqueue.cc:931-933)."""
     return "LL" if nbytes <= channels(nbytes, machine) * P2P_LL_THRESHOLD else "Simple"
 
 
 def transfer_chunk(nbytes: int, machine) -> int:
-    """The chunk one peer's transfer moves a step (enqueue.cc:936-951): the p2p chunk (LL: its
+    """The chunk one peer's transfer moves a step (enqueue.cc:934-950): the p2p chunk (LL: its
     buffer's step, half of it data), cut for small transfers across the network."""
     if protocol(nbytes, machine) == "LL":
         return C.LL_BUFFSIZE // C.NCCL_STEPS // 2
