@@ -1,4 +1,4 @@
-"""The published all_reduce tables of tests/data, and the simulator's busbw against theirs.
+"""The published nccl-tests tables of tests/data, every collective, and the simulator's busbw against theirs.
 
 ``tests/data/published_index.json`` says, for every table, which machine ran it (GPU, nodes, GPUs and
 NICs per node), whether it is in the calibration or the held-out set, the preset the lab names (or will
@@ -7,9 +7,11 @@ name) for that machine and, until that preset exists, a stand-in built from toda
 ``labcore.sim.simulate`` and ``labcore.sim.machines.topologies`` / ``labcore.sim.nccl.tuner``; nothing here needs a
 change when the model improves or the presets move into one registry.
 
-The comparison is simulated busbw / published busbw per size. For nccl-tests output it is computed from
-the times (published in-place time / simulated time: the same ratio, without the rounding of small
-busbw values); for the busbw-only tables of vendor pages, from the busbw itself.
+Each entry names its collective (``"collective"``; an entry without one is an all_reduce table): its rows
+are read as that collective's, simulated as it and compared with nccl-tests' busbw factor for it
+(:func:`labcore.collectives.describe`). The comparison is simulated busbw / published busbw per size. For
+nccl-tests output it is computed from the times (published in-place time / simulated time: the same ratio,
+without the rounding of small busbw values); for the busbw-only tables of vendor pages, from the busbw itself.
 
 Example
 -------
@@ -21,7 +23,6 @@ Example
 """
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import re
@@ -36,17 +37,41 @@ PLACEMENT = "in-place"          # the out-of-place column's first rows often hol
 _MD_ROW = re.compile(r"\|\s*([0-9.]+)([KMG])\s*\|\s*([0-9.]+)\s*\|")
 
 
-def index_entries(which: str | None = None) -> list[dict]:
-    """The index's tables, all or those of one set ("calibration" or "held-out")."""
+def index_entries(which: str | None = None, collective: str | None = None) -> list[dict]:
+    """The index's tables, all or those of one set ("calibration" or "held-out") and of one collective."""
     if which is not None and which not in SETS:
         raise ValueError(f"set must be one of {SETS}, not {which!r}")
     tables = json.loads(INDEX.read_text())["tables"]
-    return [t for t in tables if which is None or t["set"] == which]
+    return [t for t in tables if which in (None, t["set"]) and collective in (None, collective_of(t))]
+
+
+def collective_of(entry: dict) -> str:
+    """The collective a table measured: its entry's ``"collective"``, all_reduce where it names none."""
+    return entry.get("collective", "all_reduce")
+
+
+def collectives() -> list[str]:
+    """The collectives the index holds tables of, all_reduce first, then in the order of the index."""
+    seen = dict.fromkeys(["all_reduce"])
+    seen.update(dict.fromkeys(collective_of(t) for t in index_entries()))
+    return list(seen)
+
+
+def busbw_factor(entry: dict) -> float:
+    """nccl-tests' busbw / algbw for the table's collective on its ranks."""
+    from labcore.collectives import describe
+
+    return describe(collective_of(entry)).busbw_factor(entry["ranks"])
 
 
 def split_rule() -> dict:
     """The split's date, rule and machine families, as written in the index."""
     return json.loads(INDEX.read_text())["split"]
+
+
+def split_of_collectives() -> dict:
+    """The other collectives' split (``split_collectives``): its date, collectives and rule."""
+    return json.loads(INDEX.read_text())["split_collectives"]
 
 
 def band_of(nbytes: int) -> str:
@@ -85,16 +110,20 @@ def published_rows(entry: dict) -> list[dict]:
         return _busbw_table(path, entry["ranks"])
     from labcore.readers import read_nccl_tests
 
-    df = read_nccl_tests(path, op="all_reduce", ranks=entry["ranks"])
-    df = df[(df["op"] == "all_reduce") & (df["placement"] == PLACEMENT) & (df["repeat"] == 0) & (df["size"] > 0)]
+    op = collective_of(entry)
+    df = read_nccl_tests(path, op=op, ranks=entry["ranks"])
+    df = df[(df["op"] == op) & (df["placement"] == PLACEMENT) & (df["repeat"] == 0) & (df["size"] > 0)]
     return [dict(size=int(r.size), time_us=float(r.time_us), busbw=float(r.busbw), from_times=True)
             for r in df.drop_duplicates("size").itertuples()]
 
 
-def arithmetic_slips(rows: list[dict], ranks: int) -> list[int]:
+def arithmetic_slips(rows: list[dict], ranks: int, collective: str = "all_reduce") -> list[int]:
     """Sizes whose printed busbw does not follow from their size and time (a misread column or a copy
-    slip): busbw = S / t x 2(n-1)/n within the printed 2 decimals and nccl-tests' float rounding."""
-    factor = 2 * (ranks - 1) / ranks
+    slip): busbw = S / t x the collective's factor (2(n-1)/n for all_reduce) within the printed 2
+    decimals and nccl-tests' float rounding."""
+    from labcore.collectives import describe
+
+    factor = describe(collective).busbw_factor(ranks)
     bad = []
     for r in rows:
         if not r["from_times"]:
@@ -106,11 +135,6 @@ def arithmetic_slips(rows: list[dict], ranks: int) -> list[int]:
     return bad
 
 
-def _call(factory, kwargs: dict):
-    accepted = inspect.signature(factory).parameters
-    return factory(**{k: v for k, v in kwargs.items() if k in accepted})
-
-
 def _preset(entry: dict):
     """(topology or None, why not): the index's preset from the one registry (``labcore.sim.machines.presets``)
     built for the table's layout, where its NICs are the table's (a different NIC rate is another
@@ -120,7 +144,7 @@ def _preset(entry: dict):
     if entry["preset"] not in presets.PRESETS:
         return None, ""
     spec = presets.entry(entry["preset"])
-    layout = dict(nodes=entry["nodes"], gpus_per_node=entry["gpus_per_node"], processes=processes_of(entry))
+    layout = dict(nodes=entry["nodes"], gpus_per_node=entry["gpus_per_node"])
     if spec.kind == "cluster" and entry["nics_per_node"]:
         layout["nics_per_node"] = entry["nics_per_node"]
     try:
@@ -136,27 +160,24 @@ def _preset(entry: dict):
 def topology_for(entry: dict):
     """(topology, how): the index's preset where the registry knows it and builds the table's layout,
     else its stand-in from today's factories; ``(None, reason)`` when neither. The table's process
-    layout (the index's ``processes``, from its quote or source) sets the host time: a run of one
-    process per GPU has no floor of one process issuing every GPU's launch (``issue_s``, the 30 us
-    fitted to the one-process calibration table of Azure ND H200 v5)."""
+    layout (the index's ``processes``, from its quote or source) sets the host time: one launch a GPU
+    its process drives (:func:`labcore.sim.machines.presets.with_processes`)."""
+    from labcore.sim import presets
+
     topo, how = _topology_for(entry)
-    if topo is not None and processes_of(entry) == "per_gpu" and _floor_of_one_process(entry):
-        how += "; one process per GPU (no host floor)"
+    if topo is not None:
+        before = topo.issue_s
+        presets.with_processes(topo, processes_of(entry))
+        if topo.issue_s != before:
+            how += f"; {entry['processes']} ({topo.issue_s * 1e6:.2f} us to issue a collective)"
     return topo, how
 
 
-def _floor_of_one_process(entry: dict) -> bool:
-    """Whether the table's machine, driven by one process, would have a host floor (what per_gpu drops)."""
-    from labcore.sim import presets
-
-    if entry["preset"] in presets.PRESETS:
-        return presets.entry(entry["preset"]).build(entry["ranks"], nodes=entry["nodes"]).issue_s > 0
-    return True
-
-
 def processes_of(entry: dict) -> str:
-    """The table's process layout as the presets name it (``labcore.sim.presets.PROCESS_LAYOUTS``)."""
-    return "per_gpu" if entry.get("processes") == "one process per GPU" else "per_node"
+    """The table's process layout as the presets name it (``labcore.sim.presets.PROCESS_LAYOUTS``): one
+    process driving several GPUs is "per_node"; one a GPU, and a layout its source does not state, is
+    "per_gpu" (mpirun, srun and torchrun start a process a GPU: the common case)."""
+    return "per_node" if entry.get("processes", "").startswith("one process,") else "per_gpu"
 
 
 def _topology_for(entry: dict):
@@ -181,8 +202,6 @@ def _topology_for(entry: dict):
     if entry.get("tuner_machine") in tuner.MACHINES:
         topo.nccl = tuner.MACHINES[entry["tuner_machine"]].with_ranks(topo.ranks, topo.nodes)
         how += f", priced as {entry['tuner_machine']}"
-    if processes_of(entry) == "per_gpu" and getattr(topo, "issue_s", 0.0):
-        topo.issue_s = 0.0
     return topo, how
 
 
@@ -191,12 +210,14 @@ def _kwargs_text(kwargs: dict) -> str:
 
 
 def _tuner_pick(entry: dict, topology, nbytes: int):
-    """(simulator algorithm, protocol, options) of NCCL's pick for the table's machine (the preset's
-    own tuner machine, else the index's), or None when the lab's tuner has no machine for it.
+    """(simulator algorithm, protocol, options) of NCCL's pick for the table's collective on its machine
+    (the preset's own tuner machine, else the index's), or None when the lab's tuner has no machine for
+    it or NCCL prices no algorithm for the collective (all_to_all: grouped send/recv, simulated as such).
     Raises the simulator's one-line ValueError where the topology cannot play the pick."""
     from labcore.sim import presets, tuner
 
-    if entry["nccl_algo"]:
+    op = collective_of(entry)
+    if entry["nccl_algo"] or op not in tuner.FUNCTION_OF:
         return None
     try:
         machine = presets.tuner_for(topology)
@@ -205,19 +226,19 @@ def _tuner_pick(entry: dict, topology, nbytes: int):
         if name not in tuner.MACHINES:
             return None
         machine = tuner.MACHINES[name].with_ranks(entry["ranks"], nodes=entry["nodes"])
-    pick = tuner.predict("all_reduce", nbytes, machine)
-    algorithm, protocol, options, _ = tuner.simulated_as(pick.algorithm, pick.protocol, topology)
+    pick = tuner.predict(op, nbytes, machine)
+    algorithm, protocol, options, _ = tuner.simulated_as(pick.algorithm, pick.protocol, topology, op)
     return algorithm, protocol, options
 
 
 def simulated_busbw(entry: dict, topology, nbytes: int, algorithm: str = "best",
                     mechanisms="default") -> tuple[float, str]:
-    """(busbw GB/s, what ran) of the simulator for one size of a table.
+    """(busbw GB/s, what ran) of the simulator for one size of a table, as the table's collective.
 
     ``algorithm``: "best" (the fastest of NCCL's algorithms as simulated) or "tuner" (NCCL's pick by
     the lab's port of its tuner, with its protocol where the topology has it). A table run with a
     forced algorithm (``nccl_algo``, e.g. NCCL_ALGO=Ring) is simulated with that algorithm.
-    ``mechanisms``: NCCL's mid-size mechanisms the simulator plays (``labcore.sim.nccl.mechanisms``).
+    ``mechanisms``: NCCL's mechanisms the simulator plays (``labcore.sim.nccl.mechanisms``).
     """
     import labcore.sim as sim
 
@@ -227,7 +248,7 @@ def simulated_busbw(entry: dict, topology, nbytes: int, algorithm: str = "best",
     elif algorithm == "tuner":
         pick = _tuner_pick(entry, topology, nbytes)
         algorithm, protocol, options = pick if pick else ("best", "auto", {})
-    trace = sim.simulate("all_reduce", algorithm, entry["ranks"], nbytes, topology=topology,
+    trace = sim.simulate(collective_of(entry), algorithm, entry["ranks"], nbytes, topology=topology,
                          values=False, protocol=protocol, mechanisms=mechanisms, **options)
     return trace.busbw, f"{trace.schedule.algorithm}/{trace.protocol}"
 
@@ -239,27 +260,29 @@ def table_ratios(entry: dict, algorithm: str = "best", mechanisms="default") -> 
     (how it was built), ``status`` ("ok", or why no number came out: the reader, the arithmetic check,
     no topology) and ``errors`` {size: the simulator's one-line refusal}.
     """
-    out = dict(file=entry["file"], set=entry["set"], rows=[], errors={}, topology="", status="ok")
+    out = dict(file=entry["file"], set=entry["set"], collective=collective_of(entry), rows=[], errors={},
+               topology="", status="ok")
     try:
         rows = published_rows(entry)
     except (ValueError, KeyError) as e:
         out["status"] = f"reader cannot read it yet: {str(e).splitlines()[0]}"
         return out
-    slips = arithmetic_slips(rows, entry["ranks"])
+    slips = arithmetic_slips(rows, entry["ranks"], out["collective"])
     if slips:
-        out["status"] = f"reader misreads it ({len(slips)} sizes fail busbw = S/t x 2(n-1)/n)"
+        out["status"] = f"reader misreads it ({len(slips)} sizes fail busbw = S/t x the busbw factor)"
         return out
     topology, out["topology"] = topology_for(entry)
     if topology is None:
         out["status"] = out["topology"]
         return out
+    factor = busbw_factor(entry)
     for r in rows:
         try:
             busbw, ran = simulated_busbw(entry, topology, r["size"], algorithm, mechanisms)
         except (ValueError, RuntimeError, MemoryError) as e:
             out["errors"][r["size"]] = str(e).splitlines()[0]
             continue
-        ratio = (r["time_us"] / (r["size"] / (busbw * 1e3) * 2 * (entry["ranks"] - 1) / entry["ranks"])
+        ratio = (r["time_us"] / (r["size"] / (busbw * 1e3) * factor)
                  if r["from_times"] else busbw / r["busbw"] if r["busbw"] > 0 else math.nan)
         out["rows"].append((r["size"], r["busbw"], busbw, ratio, ran))
     return out
@@ -278,26 +301,31 @@ def band_summary(rows: list[tuple]) -> dict:
     return out
 
 
-def fit_net_latency(entries: list[dict], algorithm: str = "tuner") -> tuple[float, float]:
+def fit_net_latency(entries: list[dict], algorithm: str = "tuner",
+                    collectives: tuple[str, ...] = ("all_reduce",)) -> tuple[float, float]:
     """(seconds, sum of squared log ratios): the network latency per step across nodes
     (``topology.net_latency_s``, :mod:`labcore.sim.nccl.mechanisms` "netlatency") that brings the
     simulator closest to the sizes of 64 KiB and below of ``entries`` (the time there is latency).
-    Only calibration tables may be passed: a held-out table never sets a parameter."""
-    return _fit_small_sizes(entries, "net_latency_s", algorithm)
+    Only calibration tables of ``collectives`` may be passed: a held-out table never sets a parameter,
+    and a table of another collective is refused rather than pulled in."""
+    return _fit_small_sizes(entries, "net_latency_s", algorithm, collectives)
 
 
-def fit_issue_s(entries: list[dict], algorithm: str = "tuner") -> tuple[float, float]:
+def fit_issue_s(entries: list[dict], algorithm: str = "tuner",
+                collectives: tuple[str, ...] = ("all_reduce",)) -> tuple[float, float]:
     """(seconds, sum of squared log ratios): the host time per collective when one process drives
     every GPU (``topology.issue_s``, nccl-tests ``-g 8``) that brings the simulator closest to the sizes
-    of 64 KiB and below of ``entries``. Only one-process calibration tables may be passed (a run of one
-    process per GPU has no such floor)."""
+    of 64 KiB and below of ``entries``; over the GPUs the process drives it is the host time a launch
+    (``topology.host_s``). Only one-process calibration tables of ``collectives`` may be passed (a run
+    of one process per GPU issues one launch a process)."""
     apart = [e["file"] for e in entries if not e.get("processes", "").startswith("one process,")]
     if apart:
         raise ValueError(f"fit the host time on one-process tables only, not {apart}")
-    return _fit_small_sizes(entries, "issue_s", algorithm)
+    return _fit_small_sizes(entries, "issue_s", algorithm, collectives)
 
 
-def _fit_small_sizes(entries: list[dict], attribute: str, algorithm: str) -> tuple[float, float]:
+def _fit_small_sizes(entries: list[dict], attribute: str, algorithm: str,
+                     collectives: tuple[str, ...]) -> tuple[float, float]:
     """The value of the topology's ``attribute`` (seconds) that brings the simulator closest to the
     small sizes of ``entries`` (least squares of the log ratios), searched on a grid of 5 us from 0 to
     100 us, then of 0.5 us around the best."""
@@ -306,10 +334,13 @@ def _fit_small_sizes(entries: list[dict], attribute: str, algorithm: str) -> tup
     held = [e["file"] for e in entries if e["set"] != "calibration"]
     if held or not entries:
         raise ValueError(f"fit on calibration tables only, not {held or 'none'}")
+    other = [e["file"] for e in entries if collective_of(e) not in collectives]
+    if other:
+        raise ValueError(f"fit on tables of {', '.join(collectives)} only, not {other}")
     cases = []
     for e in entries:
         topo, _ = topology_for(e)
-        factor = 2 * (e["ranks"] - 1) / e["ranks"]
+        factor = busbw_factor(e)
         cases += [(e, topo, r["size"], r["time_us"] * 1e3 / (r["size"] * factor))     # 1 / published busbw
                   for r in published_rows(e) if band_of(r["size"]) == BANDS[0]]
 

@@ -145,6 +145,17 @@ def test_open_mpi_tags_inside_a_line_are_taken_out_when_they_name_the_lines_rank
         lc.read_nccl_tests(f"{header}\n{line}\n", op="all_reduce")
 
 
+def test_an_orchestrators_prefix_before_open_mpis_tag_is_the_launchers():
+    # SkyPilot streams every line as "(head, rank=0, pid=3808) [1,0]<stdout>:..." (skypilot-org/skypilot's GCP page)
+    name = "published_allgather_skypilot_a3ultra_h200_2node_roce.txt"
+    line = next(ln for ln in (DATA / name).read_text().splitlines() if ln.endswith("28.07    0.04    0.03      0"))
+    assert line.startswith("(head, rank=0, pid=3808) [1,0]<stdout>:        1024")
+    df = read(name, op="all_gather")
+    assert len(df) == 48 and (df["ranks"] == 16).all() and df.attrs["skipped"] == []
+    assert df.loc[df["placement"] == "in-place", "time_us"].iloc[0] == 28.07
+    assert len(df.attrs["devices"]) == 16
+
+
 def test_a_header_that_lost_its_hash_before_wrong_is_read_as_nccl_tests_prints_it():
     # dstack's GCP page drops the '#' of '#wrong'; before, the in-place group was read one column off
     df = read("published_allreduce_dstack_gcp_a4_b200_2node_roce.txt", op="all_reduce")

@@ -1,9 +1,10 @@
-"""The published all_reduce tables (tests/data/published_index.json): cited, read, split before any fit.
+"""The published nccl-tests tables (tests/data/published_index.json): cited, read, split before any fit.
 
 Every table is quoted from a public thread, document or repository, names its source in its header and
-is listed once in the index with its machine and its set; the split follows the rule written in the index
-(and tests/data/README.md) and holds out at least a third of the tables, in every machine family; every
-quote's numbers agree with themselves (busbw = S / t x 2(n-1)/n), so a copy slip or a misread column fails.
+is listed once in the index with its collective, machine and set; each split follows the rule written in
+the index (and tests/data/README.md): the all_reduce tables' (held out at least a third, in every machine
+family) and the other collectives' (per collective and family); every quote's numbers agree with themselves
+(busbw = S / t x the collective's factor), so a copy slip or a misread column fails.
 """
 import json
 import math
@@ -18,16 +19,23 @@ from labcore.readers.nccl_log import parse
 DATA = Path(__file__).parent / "data"
 ENTRIES = published.index_entries()
 BY_FILE = {e["file"]: e for e in ENTRIES}
+ALL_REDUCE = published.index_entries(collective="all_reduce")
+OTHERS = [e for e in ENTRIES if published.collective_of(e) != "all_reduce"]
 README = (DATA / "README.md").read_text()
-# a result line, launcher labels aside: size, count, type, redop, [root,] time, algbw, busbw, ...
-_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(float|double|half|bfloat16)\s+sum\s+(?:-?\d+\s+)?([\d.]+)\s+([\d.]+)\s+([\d.]+)\s")
+# a result line, launcher labels aside: size, count, type, [redop,] [root,] time, algbw, busbw, ... (old layouts
+# print no redop column, or a blank one, for collectives that move data only)
+_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(float|double|half|bfloat16)\s+(?:(?:sum|none)\s+)?(?:-?\d+\s+)?([\d.]+)"
+                  r"\s+([\d.]+)\s+([\d.]+)\s")
+# what launchers put before and inside a line: whatever an orchestrator prints before Open MPI's first tag,
+# then srun's " 0: " and Open MPI's tags
+_PREFIX = re.compile(r"^.*?(?=\[\d+,\d+\]<std(?:out|err)>:)")
 _LABEL = re.compile(r"^\s*\d+:\s|\[\d+,\d+\]<std(?:out|err)>:")
 
 
 def test_at_least_fifteen_tables_and_every_published_file_is_indexed_once():
-    assert len(ENTRIES) >= 15
+    assert len(ALL_REDUCE) >= 15 and len(OTHERS) >= 25
     assert len(BY_FILE) == len(ENTRIES), "a file is listed twice"
-    on_disk = {p.name for p in DATA.glob("published_allreduce_*.txt")}
+    on_disk = {p.name for p in DATA.glob("published_*.txt")}
     assert on_disk <= set(BY_FILE), f"not in the index: {sorted(on_disk - set(BY_FILE))}"
     for f in BY_FILE:
         assert (DATA / f).is_file(), f
@@ -49,12 +57,14 @@ def test_every_table_cites_its_source_before_the_quote(name):
 
 
 def test_each_table_is_in_exactly_one_set_and_a_third_is_held_out_in_every_family():
-    sets = [e["set"] for e in ENTRIES]
-    assert set(sets) <= set(published.SETS)
-    held = sets.count("held-out")
-    assert 3 * held >= len(ENTRIES), f"{held} of {len(ENTRIES)} held out"
+    assert {e["set"] for e in ENTRIES} <= set(published.SETS)
+    assert {published.collective_of(e) for e in ENTRIES} <= {"all_reduce",
+                                                             *published.split_of_collectives()["collectives"]}
+    before = [e for e in ALL_REDUCE if e.get("added", "") <= published.split_rule()["date"]]
+    held = sum(e["set"] == "held-out" for e in before)
+    assert 3 * held >= len(before), f"{held} of {len(before)} held out"
     for family in published.split_rule()["families"]:
-        group = [e for e in ENTRIES if e["family"] == family]
+        group = [e for e in ALL_REDUCE if e["family"] == family]
         assert any(e["set"] == "held-out" for e in group), family
         assert any(e["set"] == "calibration" for e in group), family
     assert all(e["set"] == "calibration" for e in ENTRIES if e["fitted_before_split"])
@@ -65,17 +75,35 @@ def test_the_split_is_the_written_rule():
     rule = published.split_rule()
     assert rule["date"] == "2026-12-01" and "starting with held-out" in rule["rule"]
     for family in rule["families"]:
-        rest = sorted((e for e in ENTRIES if e["family"] == family and not e["fitted_before_split"]
+        rest = sorted((e for e in ALL_REDUCE if e["family"] == family and not e["fitted_before_split"]
                        and "added" not in e), key=lambda e: (-e["sizes"], e["file"]))
         assert [e["set"] for e in rest] == [("held-out", "calibration")[i % 2] for i in range(len(rest))], family
 
 
+def test_the_other_collectives_split_is_its_written_rule():
+    """Per collective and family, most sizes first, alternating from held-out; tables added later are
+    calibration (their split's "late" rule)."""
+    rule = published.split_of_collectives()
+    assert rule["date"] == "2026-12-05" and "starting with held-out" in rule["rule"]
+    for collective in rule["collectives"]:
+        for family in published.split_rule()["families"]:
+            group = sorted((e for e in OTHERS if published.collective_of(e) == collective and e["family"] == family
+                            and e["added"] <= rule["date"]), key=lambda e: (-e["sizes"], e["file"]))
+            assert [e["set"] for e in group] == [("held-out", "calibration")[i % 2] for i in range(len(group))], \
+                (collective, family)
+    # broadcast and reduce have one table each: held out, and no calibration table of either exists
+    for collective in ("broadcast", "reduce"):
+        assert [e["set"] for e in OTHERS if published.collective_of(e) == collective] == ["held-out"]
+
+
 def test_a_table_added_after_the_split_is_calibration_and_leaves_the_held_out_set_alone():
     rule = published.split_rule()
-    assert "never enters it" in rule["late"]
-    late = [e for e in ENTRIES if "added" in e]
+    assert "never enters it" in rule["late"] and "never enters it" in published.split_of_collectives()["late"]
+    late = [e for e in ALL_REDUCE if "added" in e]
     assert all(e["added"] > rule["date"] and e["set"] == "calibration" for e in late), late
-    held = sorted(e["file"] for e in ENTRIES if e["set"] == "held-out")
+    later = [e for e in OTHERS if e["added"] > published.split_of_collectives()["date"]]
+    assert later and all(e["set"] == "calibration" for e in later), later
+    held = sorted(e["file"] for e in ALL_REDUCE if e["set"] == "held-out")
     assert len(held) == 8 and "published_allreduce_aws_p5_h100_2node_efa.txt" in held
 
 
@@ -86,13 +114,14 @@ def test_the_readme_lists_every_table_with_its_set():
         assert f"| {e['set']} |" in line, f"README.md and the index disagree on {e['file']}"
     assert "2026-12-01" in README and published.split_rule()["rule"] in README
     assert published.split_rule()["late"] in README
+    assert published.split_of_collectives()["rule"] in README and published.split_of_collectives()["late"] in README
 
 
 def _quoted_rows(name):
     """Result lines of a quote with launcher labels taken off: (size, time, algbw, busbw)."""
     rows = []
     for line in (DATA / name).read_text().splitlines():
-        m = _ROW.match(_LABEL.sub(" ", line))
+        m = _ROW.match(_LABEL.sub(" ", _PREFIX.sub("", line, count=1)))
         if m and not line.startswith("%%"):
             rows.append(tuple(float(m.group(i)) for i in (1, 4, 5, 6)))
     return rows
@@ -100,15 +129,16 @@ def _quoted_rows(name):
 
 @pytest.mark.parametrize("name", sorted(f for f, e in BY_FILE.items() if e["format"] == "nccl-tests"))
 def test_every_quote_agrees_with_itself(name):
-    """algbw = S / t and busbw = algbw x 2(n-1)/n on every quoted line (the printed 2 decimals and
-    nccl-tests' own rounding allowed): the rank count in the index is right and nothing was mistyped."""
-    n = BY_FILE[name]["ranks"]
+    """algbw = S / t and busbw = algbw x the collective's factor (2(n-1)/n for all_reduce) on every quoted
+    line (the printed 2 decimals and nccl-tests' own rounding allowed): the rank count in the index is right
+    and nothing was mistyped."""
+    factor = published.busbw_factor(BY_FILE[name])
     rows = _quoted_rows(name)
     assert len(rows) >= 3, name
     for size, t, algbw, busbw in rows:
         alg = size / (t * 1e3)
         assert abs(alg - algbw) <= 0.006 + 0.006 * alg + (0.05 * alg if t >= 1e4 else 0), (name, size, t, algbw)
-        assert abs(alg * 2 * (n - 1) / n - busbw) <= 0.011 + 0.004 * busbw, (name, size, busbw)
+        assert abs(alg * factor - busbw) <= 0.011 + 0.004 * busbw, (name, size, busbw)
 
 
 @pytest.mark.parametrize("name", sorted(f for f, e in BY_FILE.items() if e["reader"].startswith("ok")))
@@ -116,7 +146,7 @@ def test_the_labs_reader_reads_every_table_it_should(name):
     entry = BY_FILE[name]
     rows = published.published_rows(entry)
     assert len(rows) == entry["sizes"], (name, len(rows), entry["sizes"])
-    assert published.arithmetic_slips(rows, entry["ranks"]) == [], name
+    assert published.arithmetic_slips(rows, entry["ranks"], published.collective_of(entry)) == [], name
     assert all(r["time_us"] > 0 for r in rows)
 
 
@@ -183,6 +213,6 @@ def test_a_preset_the_registry_lacks_falls_back_to_the_stand_in_and_says_so():
 
 def test_the_index_is_plain_json_with_one_entry_per_line_of_facts():
     raw = json.loads((DATA / "published_index.json").read_text())
-    assert set(raw) == {"split", "tables"}
+    assert set(raw) == {"split", "tables", "split_collectives"}
     with pytest.raises(ValueError, match="set must be one of"):
         published.index_entries("test")

@@ -11,7 +11,8 @@ several collectives, runs or pasted tables in one text (each ``# Collective test
 ``# nThread`` or version line, a column header after results, or results after a footer
 start a section; the ``run`` column numbers them), repeated cycles (``-N``: rows repeat,
 numbered by ``repeat``), MPI runs with every rank listed, and output tagged by the launcher
-(srun --label's `` 0: ``, mpirun's ``[1,0]<stdout>:``, ``[0]``). Lines that are not results
+(srun --label's `` 0: ``, mpirun's ``[1,0]<stdout>:`` with anything an orchestrator puts before it,
+such as SkyPilot's ``(head, rank=0, pid=3808)``, ``[0]``). Lines that are not results
 (NCCL INFO lines, prompts, ``...``) are skipped; a result line cut short is skipped and
 listed in ``df.attrs["skipped"]``. The text is bounded (:data:`labcore.files.MAX_TEXT_BYTES`)
 and read in one pass.
@@ -50,7 +51,9 @@ PLACEMENTS = ("out-of-place", "in-place")
 TABLES = [c.name for c in collectives.COLLECTIVES.values() if c.program]
 """The collectives nccl-tests prints a table of (those with a ``*_perf`` program)."""
 
-_MPI_TAG = re.compile(r"^\s*(\[\d+,\d+\]<std(?:out|err)>:)")
+# Open MPI's --tag-output tag, after whatever an orchestrator puts before it (SkyPilot's
+# "(head, rank=0, pid=3808) "): everything up to the tag is the launcher's
+_MPI_TAG = re.compile(r"(\[\d+,\d+\]<std(?:out|err)>:)")
 _SRUN_LABEL = re.compile(r"^\s*\d+: ")
 _RANK_TAG = re.compile(r"\[\d+\]")
 _VERSION = re.compile(r"^#\s*nccl-tests version (\S+)")
@@ -95,7 +98,7 @@ class _Section:
 def _clean(line: str) -> str:
     """The line without what launchers put before it (srun --label, mpirun --tag-output, rank tags)."""
     line = _SRUN_LABEL.sub("", line.rstrip("\r\n"), count=1)
-    tag = _MPI_TAG.match(line)
+    tag = _MPI_TAG.search(line)
     if tag:
         # Open MPI repeats a rank's tag inside a line its output reached in pieces; another rank's
         # tag there means two ranks' output interleaved, and the line is left to be skipped

@@ -15,6 +15,7 @@ Example
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import weakref
@@ -43,7 +44,8 @@ MAX_RANKS = 1 << 14
 
 def simulate(op: str, algorithm: str | None = None, ranks: int = 8, nbytes: float = 1 << 20, topology=None,
              reduce_op: str = "sum", values: bool = True, contention: bool = True, elements: int = 1,
-             seed: int = 0, protocol: str | None = "auto", mechanisms="default", **options) -> Trace:
+             seed: int = 0, protocol: str | None = "auto", mechanisms="default", processes: str | None = None,
+             **options) -> Trace:
     """Simulate collective ``op`` with ``algorithm`` on ``ranks`` ranks and return its Trace.
 
     Parameters
@@ -66,8 +68,15 @@ def simulate(op: str, algorithm: str | None = None, ranks: int = 8, nbytes: floa
     seed : seed for the random integer inputs.
     protocol : on a topology that describes NCCL's protocols: "auto" (the fastest), or one
         of ``topology.protocols``; None runs the topology as it is.
+    processes : the job's process layout (:data:`labcore.sim.machines.presets.PROCESS_LAYOUTS`):
+        "per_node" (one process drives a node's GPUs, nccl-tests ``-g 8``) or "per_gpu" (mpirun,
+        srun, torchrun), which sets the host time a collective takes to issue
+        (:func:`labcore.sim.machines.presets.with_processes`). None: a preset name is built with its
+        own (:attr:`labcore.sim.machines.presets.Preset.default_processes`: "per_node" on one node,
+        "per_gpu" across nodes), a topology object runs as it is; given with an object, a copy of it
+        runs with that layout.
     mechanisms : on a topology that knows its NCCL machine (the NVSwitch presets), which of NCCL's
-        mid-size mechanisms an all_reduce plays (:data:`labcore.sim.nccl.mechanisms.MECHANISMS`:
+        mid-size mechanisms a collective of NCCL's tuner plays (:data:`labcore.sim.nccl.mechanisms.MECHANISMS`:
         "channels", NCCL's channels at a size; "chunks", its chunk pipeline; "correction", its
         tree correction factor; "netlatency", the net plugin's latency on every step across nodes;
         "plateau", the multi-node Ring/Simple latency; "netoverhead", a multi-node ring's floor on
@@ -95,7 +104,9 @@ def simulate(op: str, algorithm: str | None = None, ranks: int = 8, nbytes: floa
     if topology is None:
         topo = topologies.uniform(ranks)
     elif isinstance(topology, str):
-        topo = presets.topology(topology, ranks)
+        topo = presets.topology(topology, ranks, processes=processes)
+    elif processes is not None:
+        topo = presets.with_processes(copy.copy(topology), processes)
     else:
         topo = topology
     if topo.ranks != ranks:
@@ -105,7 +116,8 @@ def simulate(op: str, algorithm: str | None = None, ranks: int = 8, nbytes: floa
     candidates = _candidates(op, topo) if algorithm == "best" else [algorithm]
     best, schedules = None, {}
     for algo in candidates:
-        for proto in _protocols(topo, algo, protocol):
+        nccl_runs = nccl_mechanisms.nccl_protocol(op, algo, nbytes, topo) if protocol == "auto" else None
+        for proto in _protocols(topo, algo, nccl_runs or protocol):
             view = topo if proto is None else topo.with_protocol(proto, algo)
             adj = nccl_mechanisms.adjust(op, algo, proto, nbytes, topo, options, which)
             if "caps" in which and adj.nccl_algorithm == "Tree" and proto != "LL":

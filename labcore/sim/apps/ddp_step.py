@@ -36,6 +36,8 @@ True
 """
 from __future__ import annotations
 
+import copy
+
 import numbers
 from dataclasses import dataclass
 from typing import Sequence
@@ -94,11 +96,12 @@ def _positive_int(name: str, value) -> int:
     return validate.whole_number(value, name, least=1, must="a whole number of bytes >= 1")
 
 
-def _topology(topology, ranks, nodes):
-    """(topology object, label) for a preset name or a topology object."""
+def _topology(topology, ranks, nodes, processes):
+    """(topology object, label) for a preset name or a topology object, with the job's process layout."""
     if not isinstance(topology, str):
-        return topology, topology.name
-    return presets.topology(topology, ranks, nodes=nodes), topology
+        topo = topology if processes is None else presets.with_processes(copy.copy(topology), processes)
+        return topo, topology.name
+    return presets.topology(topology, ranks, nodes=nodes, processes=processes or "per_gpu"), topology
 
 
 def _machine(topo, nccl_algo, timing):
@@ -178,7 +181,8 @@ class DDPStep:
 def predict_ddp_step(param_bytes, topology="nvswitch8", *, compute_s: float, ranks: int | None = None,
                      nodes: int | None = None, cap_bytes: int = DEFAULT_CAP_BYTES,
                      first_cap_bytes: int | None = DEFAULT_FIRST_CAP_BYTES, nccl_algo: str | None = None,
-                     timing: str = "simulator", backward_fraction: float = BACKWARD_FRACTION) -> DDPStep:
+                     timing: str = "simulator", backward_fraction: float = BACKWARD_FRACTION,
+                     processes: str | None = None) -> DDPStep:
     """Predict one DDP step's gradient all-reduces on ``topology`` and lay them out against compute.
 
     Parameters
@@ -195,6 +199,9 @@ def predict_ddp_step(param_bytes, topology="nvswitch8", *, compute_s: float, ran
     timing : "simulator" (the simulator's time of the pick; NCCL's cost model where the simulator
         has no schedule for it) or "nccl" (NCCL's cost model for every bucket: one model throughout).
     backward_fraction : share of ``compute_s`` that is backward (gradients appear during it).
+    processes : the job's process layout, which sets the host time each all-reduce takes to issue
+        (:func:`labcore.sim.machines.presets.with_processes`): "per_gpu" (DDP's one process a GPU; the
+        default for a preset name) or "per_node"; with a topology object, None leaves it as it is.
 
     Returns
     -------
@@ -206,7 +213,7 @@ def predict_ddp_step(param_bytes, topology="nvswitch8", *, compute_s: float, ran
                            must="a finite number (in (0, 1])")
     if timing not in ("simulator", "nccl"):
         raise ValueError(f"timing must be 'simulator' or 'nccl' (NCCL's cost model), not {timing!r}")
-    topo, label = _topology(topology, ranks, nodes)
+    topo, label = _topology(topology, ranks, nodes, processes)
     machine = _machine(topo, nccl_algo, timing)
     sizes = ddp_buckets(param_bytes, cap_bytes, first_cap_bytes)
     total = float(sum(sizes))

@@ -48,6 +48,8 @@ Example
 """
 from __future__ import annotations
 
+import copy
+
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -96,8 +98,8 @@ def nccl_algorithm(op: str, nbytes: float, ranks: int, nodes: int, machine,
     pick plays as the schedule registered with it (:func:`labcore.sim.core.schedules.playing`; NVLSTree as
     NVLS, CollNetChain as CollNetDirect, PAT and what has no schedule of its own as the ring). Where the simulator stands in for NCCL's pick (NVLS without a reducing switch
     in the topology's NVSwitch, ``in_switch=False``, or PAT), the name says so. The algorithm is None when
-    the simulator has no schedule (NCCL reduces with a ring, the simulator only with a binomial
-    tree). This is the one place the replay calls the tuner.
+    the simulator has no schedule that plays the pick. An all_to_all, which NCCL's tuner does not price,
+    replays as NCCL's p2p path (:mod:`labcore.sim.nccl.p2p`). This is the one place the replay calls the tuner.
 
     Example
     -------
@@ -230,10 +232,10 @@ class Replay:
                 + (f", {skipped} collective(s) not simulated>" if skipped else ">"))
 
 
-def _resolve_topology(topology, world_size: int | None, recorded: int):
+def _resolve_topology(topology, world_size: int | None, recorded: int, processes: str | None = None):
     """(topology object, tuner machine or None, label, note: why NCCL's tuner does not pick, or "")."""
     if isinstance(topology, str):
-        topo = presets.topology(topology, world_size)
+        topo = presets.topology(topology, world_size, processes=processes or "per_gpu")
         label = topology
     elif hasattr(topology, "params") and hasattr(topology, "fits"):           # a Calibration
         ranks = world_size or recorded
@@ -244,6 +246,8 @@ def _resolve_topology(topology, world_size: int | None, recorded: int):
                         f"{type(topology).__name__}")
     else:
         topo, label = topology, topology.name
+        if processes is not None:
+            topo = presets.with_processes(copy.copy(topology), processes)
     try:
         return topo, presets.tuner_for(topo), label, ""
     except presets.NoTuner as why:
@@ -276,6 +280,9 @@ def _choose(op, nbytes, n, nodes, algorithm, machine, in_switch):
         return named, "named", "auto"
     if machine is not None and COLLECTIVES[op].nccl:
         return nccl_algorithm(op, nbytes, n, nodes, machine, in_switch)
+    p2p = schedules.playing(op, "P2P")
+    if machine is not None and p2p is not None:          # outside the tuner: NCCL's grouped send/recv
+        return p2p, "NCCL p2p (grouped send/recv)", "auto"
     return COLLECTIVES[op].sim, "default", "auto"
 
 
@@ -449,7 +456,7 @@ def _check_arguments(world_size, placement, steps, compute_scale):
 
 
 def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | None = None,
-           placement=None, steps=None, compute_scale: float = 1.0) -> Replay:
+           placement=None, steps=None, compute_scale: float = 1.0, processes: str | None = None) -> Replay:
     """Predict the communication of ``recording`` on ``topology``, collective by collective.
 
     Parameters
@@ -468,6 +475,10 @@ def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | 
     steps : which recorded steps to replay (default all).
     compute_scale : multiplies the recorded compute (e.g. 0.01: "if compute were 100x faster,
         as on a GPU, how much communication would still show?").
+    processes : the job's process layout, which sets the host time each collective takes to issue
+        (:func:`labcore.sim.machines.presets.with_processes`): "per_gpu" (one process a rank, as torch
+        runs a recorded job; the default for a preset name) or "per_node"; with a topology object,
+        None leaves it as it is.
 
     Example
     -------
@@ -478,7 +489,7 @@ def replay(recording, topology="nvswitch8", algorithm="auto", world_size: int | 
 
     world_size, placement, steps = _check_arguments(world_size, placement, steps, compute_scale)
     _check_type(recording)
-    topo, machine, label, untuned = _resolve_topology(topology, world_size, int(recording.world_size))
+    topo, machine, label, untuned = _resolve_topology(topology, world_size, int(recording.world_size), processes)
     W, size, place = _check_recording(recording, world_size, topo, placement)
     _check_rows(recording, W)
     frame, scopes, step_frame = recording.frame, recording.scopes, recording.steps

@@ -103,6 +103,9 @@ class Topology:
       their default), never more than one per ``channel_bytes`` of the message.
     * ``issue_s`` -- host time to issue one collective: back-to-back collectives, as
       nccl-tests times them, complete at most one per ``issue_s``.
+    * ``host_s`` -- host time to launch one GPU's part of a collective (NCCL's enqueue and kernel
+      launch): a process that drives ``k`` GPUs issues a collective in ``k x host_s``, which a
+      preset sets as ``issue_s`` for the job's process layout (:mod:`labcore.sim.machines.presets`).
     * ``protocols`` -- NCCL's protocols (:class:`Protocol`) this machine is described with;
       :meth:`with_protocol` gives the same machine as one protocol sees it.
     * ``latency_model`` -- ``"step"`` (the alpha-beta textbook: every step pays the latency of
@@ -125,6 +128,7 @@ class Topology:
     channels: int = 1
     channel_bytes: float = 32 << 10
     issue_s: float = 0.0
+    host_s: float = 0.0
     protocols: dict = {}
     protocol: str | None = None
     link_kind: np.ndarray | None = None
@@ -472,7 +476,7 @@ class NVSwitchNodes(Topology):
     nics_per_node : NICs per node, any number from 1 (default: one per GPU).
     nvls_bandwidth : the NVLS engine's intake per GPU, or None (no NVLink SHARP).
     sharp : the fabric switch reduces (an agent after the ranks).
-    launch_s, issue_s, channels, channel_bytes, protocols : see :class:`Topology`.
+    launch_s, issue_s, host_s, channels, channel_bytes, protocols : see :class:`Topology`.
     gamma : seconds per byte reduced (ranks and switches).
 
     Example
@@ -490,7 +494,8 @@ class NVSwitchNodes(Topology):
                  nic_bandwidth: float | None = None, net_latency: float = 0.0, nvls_bandwidth: float | None = None,
                  sharp: bool = False, launch_s: float = 0.0, issue_s: float = 0.0, channels: int = 1,
                  channel_bytes: float = 32 << 10, protocols: dict | None = None, gamma: float = 0.0,
-                 name: str = "cluster", notes: dict | None = None, nics_per_node: int | None = None):
+                 name: str = "cluster", notes: dict | None = None, nics_per_node: int | None = None,
+                 host_s: float = 0.0):
         if validate.whole(nodes) is None or validate.whole(gpus_per_node) is None or nodes < 1 or gpus_per_node < 1:
             raise ValueError(f"nodes and gpus_per_node must be whole numbers of at least 1, not {nodes!r} and "
                              f"{gpus_per_node!r}")
@@ -531,7 +536,7 @@ class NVSwitchNodes(Topology):
         share = gpus_per_node // links
         self.nic_of = np.arange(P) // share * share          # the GPU whose NIC each GPU uses
         self.nics_per_node = int(nics)
-        self.launch_s, self.issue_s = float(launch_s), float(issue_s)
+        self.launch_s, self.issue_s, self.host_s = float(launch_s), float(issue_s), float(host_s)
         self.channels, self.channel_bytes = int(channels), float(channel_bytes)
         self.protocols = dict(protocols or {})
         self.latency_model = "path"

@@ -72,6 +72,23 @@ NIC_400G_BW = 50e9
 NIC_EFFICIENCY = 48 / 50
 
 
+# Fitted to the published all_reduce_perf tables in tests/data/published_allreduce_*.txt (8 GPUs,
+# NVLink 4; see tests/test_sim_published.py): the host time per collective when one process drives
+# eight GPUs (nccl-tests -g 8: the flat 29.9-31.2 us from 1 KiB to 512 KiB of the Azure ND H200 v5
+# table), and how NCCL's NVLS kernel pipelines (slice, most slices, fixed time per pipeline step on
+# top of NCCL's 25 us), fitted from 1 MiB to 8 GiB.
+H100_ISSUE_S = 30e-6
+NVLS_PIECE_BYTES, NVLS_MAX_PIECES, NVLS_STEP_S = 128 << 10, 64, 0.5e-6
+# The same host time on 8 x A100 under one process, fitted (tests/published.py fit_issue_s) on the A100
+# one-process calibration table (SuperBench's all_reduce run).
+A100_ISSUE_S = 36e-6
+# A process that drives k GPUs launches each one's kernel in turn from one thread (nccl-tests src/common.cu
+# startColl, lines 548-619 of 2.19.6: the nGpus collectives in one group; NCCL 2.30.7 src/group.cc:309-380
+# doLaunches: per communicator cudaSetDevice, ncclLaunchPrepare and ncclLaunchKernel, one after another), so
+# the host time is k launches: the fitted 8-GPU times / 8 a GPU.
+H100_HOST_S, A100_HOST_S = H100_ISSUE_S / 8, A100_ISSUE_S / 8
+
+
 class GpuSpec(NamedTuple):
     """A GPU's NVLink numbers as the presets use them (each with its source at :data:`GPUS`)."""
 
@@ -80,20 +97,23 @@ class GpuSpec(NamedTuple):
     efficiency: float            # achievable fraction (a published all_reduce busbw / line rate)
     nvls_efficiency: float | None  # NCCL's NVLS efficiency for the generation; None: no NVLink SHARP
     compcap: int                 # compute capability as NCCL writes it (the row of its tables)
+    host_s: float                # host time to launch one GPU's collective (fitted, see H100_HOST_S)
 
 
 GPUS = {
     # A100 SXM, NVLink 3: 12 links x 25 GB/s = 300 GB/s per direction (A100 datasheet: "600 GB/s"
     # NVLink, both directions); GTC24 S62129: 8 x A100 all_reduce busbw 232 GB/s. No NVLS before Hopper.
-    "a100": GpuSpec("A100 SXM, NVLink 3", 300e9, 232 / 300, None, 80),
+    "a100": GpuSpec("A100 SXM, NVLink 3", 300e9, 232 / 300, None, 80, A100_HOST_S),
     # H100 and H200 SXM, NVLink 4: the same 18 links (H100/H200 datasheets: 900 GB/s both directions);
-    # 370 achievable (see NVLINK_EFFICIENCY); NCCL's Hopper NVLS efficiency 0.85.
-    "h100": GpuSpec("H100 SXM, NVLink 4", H100_NVLINK_BW, NVLINK_EFFICIENCY, NVLS_EFFICIENCY_HOPPER, 90),
-    "h200": GpuSpec("H200 SXM, NVLink 4", H100_NVLINK_BW, NVLINK_EFFICIENCY, NVLS_EFFICIENCY_HOPPER, 90),
+    # 370 achievable (see NVLINK_EFFICIENCY); NCCL's Hopper NVLS efficiency 0.85. The host time a launch
+    # is the one fitted on the H200 (Azure ND H200 v5), the H100 its twin host.
+    "h100": GpuSpec("H100 SXM, NVLink 4", H100_NVLINK_BW, NVLINK_EFFICIENCY, NVLS_EFFICIENCY_HOPPER, 90, H100_HOST_S),
+    "h200": GpuSpec("H200 SXM, NVLink 4", H100_NVLINK_BW, NVLINK_EFFICIENCY, NVLS_EFFICIENCY_HOPPER, 90, H100_HOST_S),
     # B200, NVLink 5: 18 links x 50 GB/s = 900 GB/s per direction (B200 datasheet: 1.8 TB/s both
     # directions); GTC25 S72583: 8 x B200 all_reduce busbw 700 GB/s (ring), 850 with NVLS; NCCL 2.30.7
-    # tuning.cc nvlsEfficiency for Blackwell 0.74.
-    "b200": GpuSpec("B200, NVLink 5", 900e9, 700 / 900, C.NVLS_EFFICIENCY[3], 100),
+    # tuning.cc nvlsEfficiency for Blackwell 0.74. No one-process B200 table has set a host time of its
+    # own: the H200's a launch.
+    "b200": GpuSpec("B200, NVLink 5", 900e9, 700 / 900, C.NVLS_EFFICIENCY[3], 100, H100_HOST_S),
 }
 """The NVSwitch GPUs the presets build nodes of, by name."""
 
@@ -109,15 +129,6 @@ def _ll_max_bw(compcap: int) -> float:
     return C.LL_MAX_BW[C.arch_index(compcap)][0] * 1e9
 
 
-# Fitted to the published all_reduce_perf tables in tests/data/published_allreduce_*.txt (8 GPUs,
-# NVLink 4; see tests/test_sim_published.py): the host time per collective when one process drives
-# eight GPUs (nccl-tests -g 8: the flat 29.9-31.2 us from 1 KiB to 512 KiB of the Azure ND H200 v5
-# table), and how NCCL's NVLS kernel pipelines (slice, most slices, fixed time per pipeline step on
-# top of NCCL's 25 us), fitted from 1 MiB to 8 GiB.
-H100_ISSUE_S = 30e-6
-NVLS_PIECE_BYTES, NVLS_MAX_PIECES, NVLS_STEP_S = 128 << 10, 64, 0.5e-6
-
-
 def _ring_protocols(nvlink_fraction_ll: float, net: dict | None = None) -> dict:
     """NCCL's three protocols for rings and trees, with NCCL's latencies (see the constants).
 
@@ -127,7 +138,8 @@ def _ring_protocols(nvlink_fraction_ll: float, net: dict | None = None) -> dict:
     eff = {"LL": {"nvlink": nvlink_fraction_ll, "net": LL_FRACTION, "pci": LL_FRACTION},
            "LL128": {"nvlink": LL128_FRACTION, "net": LL128_FRACTION, "pci": LL128_FRACTION},
            "Simple": {}}
-    runs = {"LL": ("ring", "chain", "tree", "double_tree"), "LL128": ("ring", "chain", "tree", "double_tree"),
+    # NCCL's p2p path (the p2p all-to-all) runs LL or Simple, never LL128 (src/enqueue.cc:934-936)
+    runs = {"LL": ("ring", "chain", "tree", "double_tree", "p2p"), "LL128": ("ring", "chain", "tree", "double_tree"),
             "Simple": tuple(sorted({a for table in ALGORITHMS.values() for a in table} - {"nvls"}))}
     protocols = {}
     for name in ("LL", "LL128", "Simple"):
@@ -245,7 +257,7 @@ def ring(ranks: int, alpha: float = 1e-6, bandwidth: float = 10e9, bidirectional
 
 
 def nvswitch(gpus: int = 8, nvlink_bandwidth: float | None = None, efficiency: float | None = None,
-             nvls_efficiency: float | None = None, issue_s: float = H100_ISSUE_S,
+             nvls_efficiency: float | None = None, issue_s: float | None = None,
              name: str | None = None, gpu: str = "h100", nvls: bool = True) -> NVSwitchNodes:
     """An 8-GPU NVSwitch node, H100-class (NVLink 4): every GPU has one 450 GB/s port into the
     NVSwitch fabric; the fabric can reduce in the network (NVLink SHARP, NCCL's NVLS).
@@ -263,9 +275,10 @@ def nvswitch(gpus: int = 8, nvlink_bandwidth: float | None = None, efficiency: f
       NVLS (the Simple protocol through the engine) with NCCL's 25 us latency (its hops inside
       the NVSwitch are folded into it) and a pipeline fitted to published tables (128 KiB slices,
       at most 64, 0.5 us a step);
-    * ``issue_s`` 30 us: the host time per collective when one process drives all eight GPUs
-      (nccl-tests ``-g 8``), fitted to the flat 1 KiB-512 KiB part of the Azure ND H200 v5 table
-      (tests/data); pass ``issue_s=0`` for the GPU time alone.
+    * ``issue_s``: the host time per collective when one process drives all the GPUs (nccl-tests
+      ``-g 8``): one launch a GPU (``host_s`` each, :data:`H100_HOST_S`: the 30 us fitted to the flat
+      1 KiB-512 KiB part of the Azure ND H200 v5 table over its 8 GPUs), 30 us on 8 GPUs, 15 on 4;
+      pass ``issue_s=0`` for the GPU time alone.
 
     With these, a ring all-reduce of 8 GPUs reaches ~370 GB/s busbw and NVLS ~480 GB/s at 8 GiB
     (published: ~370 and ~480, GTC24 S62129), and the fastest protocol's curve stays within 20%
@@ -283,6 +296,7 @@ def nvswitch(gpus: int = 8, nvlink_bandwidth: float | None = None, efficiency: f
     0.6
     """
     spec = _gpu(gpu)
+    issue_s = gpus * spec.host_s if issue_s is None else issue_s
     nvlink_bandwidth = spec.nvlink_bandwidth if nvlink_bandwidth is None else nvlink_bandwidth
     efficiency = spec.efficiency if efficiency is None else efficiency
     nvls_efficiency = (spec.nvls_efficiency if nvls_efficiency is None else nvls_efficiency) if nvls else None
@@ -294,7 +308,7 @@ def nvswitch(gpus: int = 8, nvlink_bandwidth: float | None = None, efficiency: f
     simple = protocols["Simple"]
     node = NVSwitchNodes(1, gpus, bw, simple.hop_s["nvlink"],
                    nvls_bandwidth=None if nvls_efficiency is None else bw * nvls_efficiency,
-                   launch_s=simple.launch_s, issue_s=issue_s, protocols=protocols,
+                   launch_s=simple.launch_s, issue_s=issue_s, host_s=spec.host_s, protocols=protocols,
                    name=name or f"nvswitch{gpus} ({spec.label})",
                    notes={"gpu": spec.label, "nvlink line rate B/s": nvlink_bandwidth, "achievable fraction": efficiency,
                           "nvls efficiency": nvls_efficiency, "issue s": issue_s,
@@ -426,7 +440,7 @@ def multinode(nodes: int = 4, gpus_per_node: int = 8, nic_bandwidth: float = NIC
                     + ("per GPU" if nics == gpus_per_node else f"x {nics} per node"))
     topo = NVSwitchNodes(nodes, gpus_per_node, nvlink, simple.hop_s["nvlink"], nic_bandwidth * nic_efficiency,
                    simple.hop_s["net"], sharp=sharp, launch_s=simple.launch_s, channels=gpus_per_node,
-                   protocols=protocols, nics_per_node=nics_per_node, name=name or default_name,
+                   protocols=protocols, nics_per_node=nics_per_node, name=name or default_name, host_s=spec.host_s,
                    nvls_bandwidth=nvlink * spec.nvls_efficiency if nvls else None,
                    notes={"gpu": spec.label, "nic B/s": nic_bandwidth, "nic achievable fraction": nic_efficiency,
                           "nics per node": nics, "nvlink achievable B/s": nvlink, "channels": "one per GPU",

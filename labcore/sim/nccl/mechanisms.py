@@ -1,5 +1,11 @@
-"""NCCL's mid-size mechanisms: what NCCL's kernels do to an all-reduce between 64 KiB and 16 MiB
+"""NCCL's mid-size mechanisms: what NCCL's kernels do to a collective between 64 KiB and 16 MiB
 that a bandwidth-and-latency model of its links leaves out (docs/nccl_mechanisms.md).
+
+They apply to every collective NCCL's tuner prices (all_reduce, all_gather, reduce_scatter,
+broadcast, reduce) where it runs as NCCL runs it: channels, the network's latency and the netOverhead
+floor on every ring (the simulator's ``ring`` and ``chain``), chunks on trees, NVLS and the pipelined
+chains of broadcast and reduce, the tree correction, the plateau and the tree caps on all_reduce only,
+as tuning.cc and enqueue.cc apply them.
 
 Each is a formula from NVIDIA/nccl 2.30.7 (commit 5067397), with NCCL's constants, applied by
 :func:`labcore.sim.simulate` (all but the plateau and the netOverhead floor by default,
@@ -10,9 +16,14 @@ presets built on NVSwitch nodes):
   one while ``S < nc x nt x threadThreshold`` (src/enqueue.cc:2092-2104; thresholds comm.h:49-51,
   Ring/LL x nRanks tuning.cc:589-595; :func:`labcore.sim.nccl.tuner.channels_at`). Every channel has
   ``1/nChannels`` of the bandwidth (NCCL's model gives each channel of a graph the same), so the
-  collective gets ``nc(S) / nChannels`` of it.
+  collective gets ``nc(S) / nChannels`` of it; a ring's LL gets NCCL's ``min(llMaxBw, 0.5 x busBw)``
+  (tuning.cc:327) for the ``nc(S)`` channels it runs, so where llMaxBw caps all of them together, fewer
+  lose less.
 * ``"chunks"`` -- the chunk a pipelined algorithm moves per step (calcCollChunking,
-  src/enqueue.cc:2182-2420): Tree/LL one 32 KiB LL step (enqueue.cc:2222-2226: 512 KiB buffer / 8
+  src/enqueue.cc:2182-2420): a ring broadcast or reduce (a pipeline from or to the root,
+  enqueue.cc:2190-2195) hands on a Simple step of 512 KiB whole (src/device/prims_simple.h:183-226,
+  the simulator's pieces of 512 KiB) but LL and LL128 lines as they land (prims_ll.h, prims_ll128.h:
+  the finest pieces the simulator keeps); Tree/LL one 32 KiB LL step (enqueue.cc:2222-2226: 512 KiB buffer / 8
   NCCL_STEPS, half of it data), Tree/LL128 the 562.5 KiB of data of a LL128 step halved while the
   message holds few of them per channel (enqueue.cc:2227, 2286-2294), NVLS 128 KiB (nvls.cc:160)
   cut to 64, 32 and 16 KiB below 64, 8 and 2 rounds of all channels and heads (enqueue.cc:2258-2275), NVLSTree
@@ -47,7 +58,9 @@ presets built on NVSwitch nodes):
   do not take the chunk pipeline too.
 
 The kernel launch and host time (mechanism 4 of the design note) is the topology's ``issue_s``
-(one process driving 8 GPUs: 30 us; one process per GPU: none), the per-protocol bandwidth caps
+(a launch of ``host_s`` for each GPU the job's process drives: 30 us for one process driving 8 H100s,
+3.75 us for a process per GPU; :func:`labcore.sim.machines.presets.with_processes`), NCCL's p2p path for
+all_to_all is :mod:`labcore.sim.nccl.p2p` (its protocol through :func:`nccl_protocol`), the per-protocol bandwidth caps
 (mechanism 3) are the protocols' efficiencies (and, for trees across nodes, ``"caps"``), and the
 network proxy's per-step latencies (mechanism 5) are the protocols' NET hop latencies; they are not
 switched here.
@@ -57,8 +70,8 @@ Example
 >>> from labcore.sim import presets
 >>> t = presets.topology("nvswitch8")            # a preset carries NCCL's machine (t.nccl)
 >>> a = adjust("all_reduce", "ring", "LL", 64 << 10, t)
->>> a.nccl_channels, round(a.bandwidth_scale, 4)        # 2 of NCCL's 24 channels
-(2, 0.0833)
+>>> a.nccl_channels, round(2 / 24, 4), round(a.bandwidth_scale, 4)   # 2 of 24 channels: llMaxBw capped all 24
+(2, 0.0833, 0.1064)
 """
 from __future__ import annotations
 
@@ -67,6 +80,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from labcore.sim.nccl import p2p
 from labcore.sim.nccl.tuner import constants as C
 from labcore.sim.nccl.tuner.model import channels_at, tune
 
@@ -86,6 +100,8 @@ NVLS_CHUNK_BYTES = 128 << 10            # NCCL_NVLS_CHUNKSIZE default, src/trans
 NVLS_TREE_MAX_CHUNK_BYTES = 64 << 10    # nvlsTreeMaxChunkSize from 4 nodes, nvls.cc:226-229
 LL_STEP_DATA = C.LL_BUFFSIZE // C.NCCL_STEPS // 2                  # 32 KiB of data a LL step
 LL128_STEP_BYTES = C.LL128_BUFFSIZE // C.NCCL_STEPS                # 600 KiB of buffer a LL128 step
+# 120 of every 128 bytes of a LL128 step are data: 576000 B (NCCL_LL128_LINEELEMS, NCCL_LL128_DATAELEMS)
+LL128_STEP_DATA = LL128_STEP_BYTES // (C.LL128_LINE_BYTES // 8) * (C.LL128_DATA_BYTES // 8)
 
 
 @dataclass(frozen=True)
@@ -124,7 +140,7 @@ def selected(mechanisms) -> tuple[str, ...]:
 
 def played_as(algorithm: str, topology, options: dict) -> str | None:
     """NCCL's algorithm that the simulator's ``algorithm`` plays on ``topology`` (None: none)."""
-    if algorithm == "ring":
+    if algorithm in ("ring", "chain"):          # broadcast's and reduce's ring is a chain from or to the root
         return "Ring"
     if algorithm in ("tree", "double_tree"):
         return "Tree"
@@ -132,6 +148,22 @@ def played_as(algorithm: str, topology, options: dict) -> str | None:
         across = options.get("across", "switch" if getattr(topology, "sharp", False) else "ring")
         return "NVLSTree" if topology.nodes > 1 and across == "ring" else "NVLS"
     return None
+
+
+def _bus_share(op: str, algorithm: str, protocol: str, nc: int, full: int, machine) -> float:
+    """The share of NCCL's bus bandwidth for all ``full`` channels that ``nc`` of them get, by NCCL's own
+    formula (tuning.cc:306-330, LL at 327): ``nc / full``, but a ring's LL is ``min(llMaxBw, 0.5 x busBw)``, so
+    where llMaxBw caps all channels together, fewer channels lose less (each a ``1 / full`` of the
+    graph's channels x bw, at half rate)."""
+    if (algorithm, protocol) != ("Ring", "LL") or nc >= full:
+        return nc / full
+    f = C.FUNCTION_OF[op]
+    n = machine.ranks
+    nsteps = {"AllReduce": 2 * (n - 1), "AllGather": n - 1, "ReduceScatter": n - 1}.get(f, n)
+    capped = tune(machine).bandwidth.get((f, "Ring", "LL"), 0.0) * nsteps / n       # busBw, tuning.cc:376-382
+    g = machine.ring
+    per_channel = 0.5 * (g.bw_intra if machine.nodes <= 2 else g.bw_inter) * g.channels / full
+    return min(capped, nc * per_channel) / capped if capped > 0 else nc / full
 
 
 def _ll128_tree_chunk(nbytes: float, nc: int, machine) -> int:
@@ -142,7 +174,7 @@ def _ll128_tree_chunk(nbytes: float, nc: int, machine) -> int:
     nodes = machine.nodes
     ppn = machine.ranks / nodes
     nsteps = 1 + (nodes.bit_length() - 1) + 0.1 * ppn
-    chunk = LL128_STEP_BYTES // (C.LL128_LINE_BYTES // 8) * (C.LL128_DATA_BYTES // 8)   # NCCL_LL128_LINEELEMS, DATAELEMS
+    chunk = LL128_STEP_DATA
     nb = int(nbytes)
     while nb // (nc * chunk) < nsteps * 64 / ppn and chunk > 131072:
         chunk //= 2
@@ -169,17 +201,33 @@ def _nvls_chunk(nbytes: float, nc: int, heads: int, tree: bool, nodes: int) -> i
     return chunk
 
 
+def nccl_protocol(op: str, algorithm: str, nbytes: float, topology) -> str | None:
+    """The protocol NCCL itself runs ``algorithm`` with, where it is not the tuner's to choose: a
+    p2p all-to-all's LL or Simple by the bytes to each peer (:func:`labcore.sim.nccl.p2p.protocol`).
+    None: the simulator tries every protocol the topology describes."""
+    machine = getattr(topology, "nccl", None)
+    if op != "all_to_all" or algorithm != "p2p" or machine is None:
+        return None
+    name = p2p.protocol(int(nbytes) // max(1, topology.ranks), machine)
+    return name if name in topology.protocols else None
+
+
 def adjust(op: str, algorithm: str, protocol: str | None, nbytes: float, topology, options: dict | None = None,
            mechanisms="default") -> Adjustment:
     """What the mechanisms do to ``op``/``algorithm`` with ``protocol`` (the topology's protocol name:
-    "NVLS" is NCCL's Simple through the engine) for ``nbytes`` on ``topology``. A topology without an
-    NCCL machine (``topology.nccl``), a collective other than all_reduce or an algorithm that is not
-    NCCL's gets no adjustment: the textbook machines stay exact."""
+    "NVLS" is NCCL's Simple through the engine) for ``nbytes`` (the size nccl-tests prints, which is
+    the byte count NCCL's tuner is given: ncclFuncMaxSendRecvCount, enqueue.cc:2127) on ``topology``. A
+    topology without an NCCL machine (``topology.nccl``), a collective NCCL's tuner does not price or an
+    algorithm that is not NCCL's gets no adjustment: the textbook machines stay exact."""
     which = selected(mechanisms)
     machine = getattr(topology, "nccl", None)
     options = options or {}
+    if algorithm == "p2p" and which and machine is not None and machine.nodes > 1 and protocol is not None:
+        # a p2p transfer across nodes goes through the same proxy, network and flush as a ring's step
+        return Adjustment(**_network(which, machine, "Ring", protocol, getattr(topology, "net_latency_s", None),
+                                     ring_floor=False))
     a = played_as(algorithm, topology, options)
-    if not which or machine is None or op != "all_reduce" or a is None or protocol is None:
+    if not which or machine is None or op not in C.FUNCTION_OF or a is None or protocol is None:
         return Adjustment()
     p = "Simple" if protocol == "NVLS" else protocol
     if p not in C.PROTOCOLS:
@@ -189,16 +237,23 @@ def adjust(op: str, algorithm: str, protocol: str | None, nbytes: float, topolog
     nc = channels_at(nb, machine, a, p)[0] if "channels" in which else full
     out = dict(nccl_algorithm=a, nccl_channels=nc)
     sim_full = max(1, int(getattr(topology, "channels", 1)))
-    if a in ("Ring", "Tree") and "channels" in which and "channels" not in options:
+    share = _bus_share(op, a, p, nc, full, machine)
+    if algorithm == "chain" and "channels" in which:       # one chain stands for all of NCCL's channels
+        out.update(bandwidth_scale=share)
+    elif a in ("Ring", "Tree") and "channels" in which and "channels" not in options:
         sim = min(sim_full, max(1, math.ceil(nc * sim_full / full)))
-        out.update(channels=sim, bandwidth_scale=nc * sim_full / (full * sim))
+        out.update(channels=sim, bandwidth_scale=share * sim_full / sim)
     # NCCL's tree correction stands for the trees' pipeline fill: where it applies, not both
-    corrected = "correction" in which and _corrected(machine, a)
+    corrected = "correction" in which and op == "all_reduce" and _corrected(machine, a)
     if "chunks" in which and "pipeline" not in options:
         # the simulator's own limit on a protocol's pieces (its cost grows with them) still holds
         most = topology.protocols[protocol].max_pieces if protocol in topology.protocols else 256
         chunk = None
-        if a == "Tree" and p == "LL":
+        if algorithm == "chain" and p != "Simple":
+            # LL and LL128 forward each line as it lands (src/device/prims_ll.h, prims_ll128.h), not a
+            # step at a time: pieces as fine as the simulator keeps
+            out["pipeline"] = most
+        elif a == "Tree" and p == "LL":
             chunk = LL_STEP_DATA
         elif a == "Tree" and p == "LL128":
             chunk = _ll128_tree_chunk(nb, nc, machine)
@@ -211,17 +266,20 @@ def adjust(op: str, algorithm: str, protocol: str | None, nbytes: float, topolog
             trees = sim * (2 if algorithm == "double_tree" else 1)
             out["pipeline"] = max(1, min(most, math.ceil(nb / (trees * chunk))))
         out["chunk_bytes"] = chunk
-    if "correction" in which and a in ("Tree", "NVLSTree"):
+    if "correction" in which and op == "all_reduce" and a in ("Tree", "NVLSTree"):
         out["bandwidth_scale"] = out.get("bandwidth_scale", 1.0) * _tree_correction(nb, machine, a, p)
     if machine.nodes > 1:
-        out.update(_network(which, machine, a, p, getattr(topology, "net_latency_s", None)))
-    if "plateau" in which and (a, p) == ("Ring", "Simple") and machine.nodes > 1 \
+        # rings of broadcast and reduce take no netOverhead (tuning.cc:395-401 price them apart)
+        ring_floor = a == "Ring" and algorithm != "chain"
+        out.update(_network(which, machine, a, p, getattr(topology, "net_latency_s", None), ring_floor))
+    if "plateau" in which and op == "all_reduce" and (a, p) == ("Ring", "Simple") and machine.nodes > 1 \
             and nb // (machine.comm_channels * machine.ranks) >= C.RING_PLATEAU_MIN_BYTES_PER_CHANNEL_RANK:
         out["latency_scale"] = C.RING_PLATEAU["before_ampere" if machine.compcap < 80 else "ampere_on"]
     return Adjustment(**out)
 
 
-def _network(which, machine, algorithm: str, protocol: str, measured_s: float | None = None) -> dict:
+def _network(which, machine, algorithm: str, protocol: str, measured_s: float | None = None,
+             ring_floor: bool = True) -> dict:
     """The network mechanisms across nodes: the network's latency on every inter-node step, twice
     for Simple (tuning.cc:388-391), and the ring's netOverhead floor on its intra-node steps
     (tuning.cc:226-234, 402-412), in seconds. The latency is the topology's own where it has one
@@ -232,7 +290,7 @@ def _network(which, machine, algorithm: str, protocol: str, measured_s: float | 
         (graph.latency_inter * 1e-6 if graph is not None else 0.0)
     if "netlatency" in which and latency_s:
         out["net_latency_s"] = latency_s * (2 if protocol == "Simple" else 1)
-    if "netoverhead" in which and algorithm == "Ring":
+    if "netoverhead" in which and algorithm == "Ring" and ring_floor:
         overhead = C.NET_OVERHEAD_US.get(machine.cpu_vendor, C.NET_OVERHEAD_DEFAULT_US) \
             if machine.cpu_arch == "x86" else C.NET_OVERHEAD_DEFAULT_US
         out["intra_floor_s"] = overhead * (3 if protocol == "Simple" else 1) * 1e-6
@@ -294,4 +352,4 @@ def apply(view, adjustment: Adjustment):
     return other
 
 
-__all__ = ["MECHANISMS", "DEFAULT", "Adjustment", "adjust", "apply", "selected", "played_as"]
+__all__ = ["MECHANISMS", "DEFAULT", "Adjustment", "adjust", "apply", "selected", "played_as", "nccl_protocol"]

@@ -43,7 +43,7 @@ def playing(collective: str, nccl_algorithm: str) -> str | None:
 
     Example
     -------
-    >>> playing("broadcast", "Ring"), playing("reduce", "Ring")
+    >>> playing("broadcast", "Ring"), playing("all_to_all", "Ring")
     ('chain', None)
     """
     return next((a.name for (c, _), a in REGISTRY.items() if c == collective and a.nccl == nccl_algorithm), None)

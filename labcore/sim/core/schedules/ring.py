@@ -1,4 +1,4 @@
-"""Ring schedules: reduce-scatter, all-gather, all-reduce (= the two), pipelined chain broadcast.
+"""Ring schedules: reduce-scatter, all-gather, all-reduce (= the two), pipelined chain broadcast and reduce.
 
 A ring of n ranks passes chunks of an S-byte buffer to the next rank. Reduce-scatter: in step s
 the rank at ring position i sends the chunk of position i-s-1 (mod n) to position i+1,
@@ -52,9 +52,9 @@ def _ring_form(collective, p, n, k, channels, ports, options):
 
 
 def _chain_form(collective, p, n, k, channels, ports, options):
-    # pipelined chain: p-1 hops, k pieces, one step apart
+    # pipelined chain: p-1 hops, k pieces, one step apart (a reduce adds every piece it receives)
     k = default_pipeline(n) if k is None else k
-    return [steps.step(p - 1 + k - 1, (1, n / k, 0))]
+    return [steps.step(p - 1 + k - 1, (1, n / k, n / k if collective == "reduce" else 0))]
 
 
 def _ring_transfers(p, k, c, g):
@@ -106,10 +106,22 @@ def ring_all_reduce_schedule(ranks: int, nbytes: float, order=None, channels: in
 def chain_broadcast_schedule(ranks: int, nbytes: float, root: int = 0, pipeline: int | None = None) -> Schedule:
     """Pipelined chain (ring) broadcast: the root's buffer cut in k = ``pipeline`` pieces flows
     down the chain root, root+1, ...; n-1+k-1 steps of S/k bytes (NCCL's ring broadcast)."""
+    return _chain("broadcast", ranks, nbytes, (root + np.arange(ranks)) % ranks, root, pipeline)
+
+
+@algorithm("reduce", "chain", form=_chain_form, nccl="Ring")
+def chain_reduce_schedule(ranks: int, nbytes: float, root: int = 0, pipeline: int | None = None) -> Schedule:
+    """Pipelined chain (ring) reduce: k = ``pipeline`` pieces flow along the ring from root+1 and end at
+    the root, each rank adding its own on the way; n-1+k-1 steps of S/k bytes (NCCL's ring reduce,
+    its pipeline to the root: src/enqueue.cc ncclPatternPipelineTo, src/device/reduce.h)."""
+    return _chain("reduce", ranks, nbytes, (root + 1 + np.arange(ranks)) % ranks, root, pipeline)
+
+
+def _chain(collective: str, ranks: int, nbytes: float, o: np.ndarray, root: int, pipeline) -> Schedule:
+    """k pieces down the chain ``o``, piece j crossing hop h at step j+h (reducing on a reduce)."""
     k = default_pipeline(nbytes) if pipeline is None else max(1, int(pipeline))
-    o = (root + np.arange(ranks)) % ranks
-    j, h = np.meshgrid(np.arange(k), np.arange(ranks - 1), indexing="ij")   # piece j crosses hop h at step j+h
+    j, h = np.meshgrid(np.arange(k), np.arange(ranks - 1), indexing="ij")
     parts = Parts()
-    parts.add(j + h, o[h], o[h + 1], j, False, label="broadcast")
-    return parts.schedule("broadcast", "chain", ranks, nbytes, k, root=root,
+    parts.add(j + h, o[h], o[h + 1], j, collective == "reduce", label=collective)
+    return parts.schedule(collective, "chain", ranks, nbytes, k, root=root,
                           layout=Layout("ring", tuple(o.tolist())), params={"pipeline": k})

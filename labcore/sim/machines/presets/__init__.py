@@ -67,9 +67,9 @@ machine from the graphs an INFO log prints
 from __future__ import annotations
 
 from labcore.sim.machines.presets.catalog import ENTRIES, PUBLISHED, PUBLISHED_AS
-from labcore.sim.machines.presets.preset import KINDS, PROCESS_LAYOUTS, NoTuner, Preset
+from labcore.sim.machines.presets.preset import KINDS, PROCESS_LAYOUTS, NoTuner, Preset, with_processes
 
-__all__ = ["Preset", "NoTuner", "PRESETS", "PROCESS_LAYOUTS", "PUBLISHED", "PUBLISHED_AS", "KINDS", "entry", "topology", "names", "summary",
+__all__ = ["Preset", "NoTuner", "PRESETS", "PROCESS_LAYOUTS", "with_processes", "PUBLISHED", "PUBLISHED_AS", "KINDS", "entry", "topology", "names", "summary",
            "tuner_for"]
 
 PRESETS: dict[str, Preset] = {p.name: p for p in ENTRIES}
@@ -91,9 +91,9 @@ def entry(name: str) -> Preset:
 
 
 def topology(name: str, ranks: int | None = None, *, nodes: int | None = None, gpus_per_node: int | None = None,
-             nics_per_node: int | None = None, sharp: bool = False, processes: str = "per_node"):
+             nics_per_node: int | None = None, sharp: bool = False, processes: str | None = None):
     """The topology of preset ``name`` for the shape asked (see :meth:`Preset.shape`) and the job's
-    process layout (``processes``, see :meth:`Preset.build`)."""
+    process layout (``processes``, "per_node" or "per_gpu"; None: the preset's own, see :meth:`Preset.build`)."""
     return entry(name).build(ranks, nodes=nodes, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node,
                              sharp=sharp, processes=processes)
 

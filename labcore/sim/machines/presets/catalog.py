@@ -30,10 +30,12 @@ P5_EFA_LATENCY_S, P4DE_EFA_LATENCY_S = 23e-6, 73.5e-6
 A3_MEGA_TCPXO_LATENCY_S = 51.5e-6
 # OCI's RoCE cluster network, fitted the same way on oracle-japan/ocitutorials' 2 x BM.GPU4.8 run.
 OCI_ROCE_LATENCY_S = 7e-6
-# The host time per collective when one process drives all eight A100s (nccl-tests -g 8), fitted the same way
-# (tests/published.py fit_issue_s) on the A100 one-process calibration table (SuperBench's); the H100 and H200
-# nodes keep the 30 us fitted on Azure ND H200 v5 (topologies.H100_ISSUE_S).
-A100_ISSUE_S = 36e-6
+# Google Cloud A4's RoCE network, fitted the same way on the A4 all_gather calibration table (cluster-toolkit's
+# gke-a4-highgpu run, 2 x a4-highgpu-8g): NCCL's tuning.cc has no Blackwell network latency of its own.
+GCP_A4_ROCE_LATENCY_S = 17.5e-6
+# Google Cloud A3 Ultra's RoCE network, fitted the same way on its two all_gather calibration tables (SkyPilot's and
+# Google's test pods on 2 x a3-ultragpu-8g, skypilot-org/skypilot examples/gcp_gpu_direct_tcpx).
+A3_ULTRA_ROCE_LATENCY_S = 5e-6
 _EFA_NO_SHARP = "EFA's switches do not reduce (AWS offers no SHARP); NVLS inside the nodes is there"
 
 _TEXTBOOK_TUNER = "it is a textbook machine, and NCCL's tuner prices real GPUs from the graphs its search finds"
@@ -163,7 +165,7 @@ ENTRIES = [
            "over Ethernet", published={"": (10.0, "GTC24: 100GbE TCP")}, node_tuner="dgx_h100", sources=f"{GTC24}; {COMMON}"),
     # --- the machines people run: one NVSwitch node ------------------------------------------
     Preset("a100_sxm8", "8 x A100 SXM on NVSwitch (NVLink 3: 12 links, 600 GB/s both directions per GPU)",
-           _node("a100", issue_s=A100_ISSUE_S), kind="node", tuner="dgx_a100", no_sharp="A100 has no NVLink SHARP (NVLS came with "
+           _node("a100"), kind="node", tuner="dgx_a100", no_sharp="A100 has no NVLink SHARP (NVLS came with "
            "Hopper); SHARP across nodes needs an InfiniBand preset such as dgx_a100_ib",
            several_nodes="for several nodes use dgx_a100_ib (the same nodes on 8 x 200 Gb/s InfiniBand)",
            published={"": (232.0, "GTC24: A100")},
@@ -236,16 +238,28 @@ ENTRIES = [
                    "(achievable 0.96 of the line rate, as RDMA: the calibration table's 8 GiB run says no less); "
                    "NCCL 2.30.7 tuning.cc; TCPXO latency fitted on the A3 Mega calibration table (tests/data); "
                    "tuner: derived (labcore.sim.nccl.tuner.machine, gcp_a3mega)"),
+    Preset("a3_ultra", "Google Cloud A3 Ultra nodes (a3-ultragpu-8g): 8 x H200, 8 x 400 Gb/s RoCE (3.2 Tb/s a node)",
+           _fabric("a3_ultra", "Google Cloud A3 Ultra, 8 x 400 Gb/s RoCE",
+                   "400 Gb/s RoCE (GPUDirect RDMA): 50 GB/s per NIC and direction, 48 achievable (GTC24's 400Gb RDMA)",
+                   NDR_BW, gpu="h200", net_latency_s=A3_ULTRA_ROCE_LATENCY_S),
+           nodes=2, tuner="dgx_h200_ib", no_sharp=_ROCE_NO_SHARP,
+           # as gcp_a4: NCCL drives the RoCE NICs through the IB verbs at NDR's speed, so its search finds the
+           # graphs of DGX H200 nodes on 8 x 400 Gb/s
+           node_tuner="dgx_h200", sources=f"Google Cloud A3 Ultra machine type (8 x H200, 3.2 Tb/s GPUDirect RDMA over RoCE in 8 "
+                   f"NICs; skypilot-org/skypilot examples/gcp_gpu_direct_tcpx, tests/data); {GTC24} (400Gb RDMA achievable "
+                   "48); NCCL 2.30.7 tuning.cc; RoCE latency 5 us fitted on its all_gather calibration tables (tests/data); "
+                   "tuner: dgx_h200_ib's graphs (the same GPUs and NIC speed)"),
     Preset("gcp_a4", "Google Cloud A4 nodes (a4-highgpu-8g): 8 x B200, 8 x 400 Gb/s RoCE (3.2 Tb/s a node)",
            _fabric("gcp_a4", "Google Cloud A4, 8 x 400 Gb/s RoCE",
                    "400 Gb/s RoCE: 50 GB/s per NIC and direction, 48 achievable (GTC24's 400Gb RDMA)", NDR_BW,
-                   gpu="b200"),
+                   gpu="b200", net_latency_s=GCP_A4_ROCE_LATENCY_S),
            nodes=2, tuner="dgx_b200_ib", no_sharp=_ROCE_NO_SHARP,
            # as roce_8x400: NCCL drives the RoCE NICs through the IB verbs at NDR's speed, so its search
            # finds DGX B200's graphs
            node_tuner="dgx_b200", sources=f"Google Cloud A4 machine type (8 x B200, 3.2 Tb/s RDMA over RoCE; dstack's GCP cluster page, "
-                   f"tests/data); {GTC24} (400Gb RDMA achievable 48); NCCL 2.30.7 tuning.cc; tuner: dgx_b200_ib's "
-                   "graphs (the same GPUs and NIC speed)"),
+                   f"tests/data); {GTC24} (400Gb RDMA achievable 48); NCCL 2.30.7 tuning.cc; RoCE latency 17.5 us fitted "
+                   "on its all_gather calibration table (tests/data); tuner: dgx_b200_ib's graphs (the same GPUs and "
+                   "NIC speed)"),
     # --- the machines people run: AWS EFA ----------------------------------------------------
     Preset("aws_p5", "AWS p5.48xlarge nodes: 8 x H100 SXM, 32 x 100 Gb/s EFA (4 a GPU)",
            _fabric("aws_p5", "AWS p5.48xlarge, 32 x 100 Gb/s EFA",

@@ -27,6 +27,26 @@ PROCESS_LAYOUTS = ("per_node", "per_gpu")
 MAX_RANKS = 1 << 14
 
 
+def with_processes(topology, processes: str):
+    """``topology`` with the host time of the job's process layout (in place; returned): ``issue_s``
+    is one launch of ``host_s`` for each GPU a process drives, a node's GPUs under "per_node" (nccl-tests
+    ``-g 8``), one under "per_gpu" (mpirun, srun, torchrun). A topology without a host time a launch
+    (the textbook machines, a PCIe box) keeps its own ``issue_s``.
+
+    Example
+    -------
+    >>> from labcore.sim.machines import topologies
+    >>> t = topologies.nvswitch(8)
+    >>> round(with_processes(t, "per_gpu").issue_s * 1e6, 2), round(with_processes(t, "per_node").issue_s * 1e6, 2)
+    (3.75, 30.0)
+    """
+    if processes not in PROCESS_LAYOUTS:
+        raise ValueError(f"processes must be one of {', '.join(map(repr, PROCESS_LAYOUTS))}, not {processes!r}")
+    if topology.host_s:
+        topology.issue_s = topology.host_s * (topology.ranks // topology.nodes if processes == "per_node" else 1)
+    return topology
+
+
 class NoTuner(ValueError):
     """A preset (or a topology built by hand) that NCCL's tuner has no machine for; the message says why."""
 
@@ -118,13 +138,16 @@ class Preset:
         return ranks // g, g
 
     def build(self, ranks: int | None = None, nodes: int | None = None, gpus_per_node: int | None = None,
-              nics_per_node: int | None = None, sharp: bool = False, processes: str = "per_node"):
+              nics_per_node: int | None = None, sharp: bool = False, processes: str | None = None):
         """This machine as a topology for the shape asked (see :meth:`shape`), tagged with its name.
 
         ``processes``: how the job drives its GPUs: "per_node" (one process drives a node's GPUs, as
-        nccl-tests' ``-g 8``: the host issues every GPU's collective, the preset's ``issue_s``) or
-        "per_gpu" (a process per GPU, as mpirun, srun and torchrun start them: no host floor of the
-        lab's, NCCL's own model below it)."""
+        nccl-tests' ``-g 8``: its host launches every GPU's kernel in turn) or "per_gpu" (a process per
+        GPU, as mpirun, srun and torchrun start them: one launch a process, NCCL's own model above it).
+        The topology's ``issue_s`` is that many launches of ``host_s`` each (fitted on the one-process
+        calibration tables, :data:`labcore.sim.machines.topologies.H100_HOST_S`). None: the preset's
+        own, :meth:`default_processes`."""
+        processes = self.default_processes if processes is None else processes
         if processes not in PROCESS_LAYOUTS:
             raise ValueError(f"processes must be one of {', '.join(map(repr, PROCESS_LAYOUTS))}, not {processes!r}")
         nodes, g = self.shape(ranks, nodes, gpus_per_node)
@@ -142,9 +165,14 @@ class Preset:
         topo = self.builder(nodes, g, nics, sharp)
         topo.preset = self.name
         topo.nccl = self.nccl_machine(nodes * g, nodes)
-        if processes == "per_gpu":
-            topo.issue_s = 0.0
-        return topo
+        return with_processes(topo, processes)
+
+    @property
+    def default_processes(self) -> str:
+        """The layout a preset is built for unless told: one process a node on one node (nccl-tests
+        ``-g 8``, the layout its host time was fitted on), one a GPU across nodes (mpirun and srun, as
+        every multi-node table of tests/data ran)."""
+        return "per_node" if self.kind == "node" else "per_gpu"
 
     # --- NCCL's machine: decided here and nowhere else ---------------------------------------
     def nccl_machine(self, ranks: int, nodes: int = 1):

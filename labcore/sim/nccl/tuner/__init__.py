@@ -59,7 +59,7 @@ def simulated_as(algorithm: str, protocol: str, topology, op: str = "all_reduce"
     NVLSTree is NVLS in every node and a ring among the heads across nodes (standing in for NCCL's
     tree: the same exchange on two nodes); CollNetDirect and CollNetChain are the ``in_network``
     all-reduce through the fabric's SHARP switch; PAT (one GPU a node) is played as a ring. Collectives other
-    than all_reduce play every pick as their ring schedule (broadcast's chain), and say so.
+    than all_reduce play every pick as their ring schedule (broadcast's and reduce's chain), and say so.
 
     Example
     -------
