@@ -249,22 +249,21 @@ def _start_on(results: list, world_size: int) -> str:
 
 
 def _start_sent(results: list, state: dict, n_params: int, n_buffers: int, world_size: int) -> str:
-    """Every rank holds rank 0's state: refuse it unless broadcasts carried it, and carried it once."""
+    """Every rank holds rank 0's state: refuse it unless broadcasts carried it, and carried its floating-point
+    tensors once (integer broadcasts are counts and shapes: DDP sends some, as broadcast_object_list does)."""
     sent = results[0]["sent"]
-    others = sorted({op for op, _, _, _ in sent} - {"broadcast"})
     if not any(op == "broadcast" for op, _, _, _ in sent):
+        others = sorted({op for op, _, _, _ in sent})
         raise Incorrect(f"every rank holds rank 0's values, but no broadcast carried them (the recorder saw "
                         f"{', '.join(others) or 'no collective'}). A broadcast sends rank 0's tensors once to each "
                         "other rank; an all-reduce of rank 0's values with zeros, or an all-gather of every rank's "
                         "model, moves the same values with more traffic and more to get wrong.")
-    state_bytes = sum(t.numel() * t.element_size() for t in state.values())
-    tensors = sum(b for op, _, b, dtype in sent if op == "broadcast" and dtype != "uint8")   # uint8: pickled objects
-    if tensors > state_bytes:
-        raise Incorrect(f"every rank holds rank 0's values, but the recorder saw broadcasts of {tensors} bytes for a "
-                        f"model state of {state_bytes}: some tensors were sent more than once.")
-    if others:
-        raise Incorrect(f"every rank holds rank 0's values, sent by broadcast, but the recorder also saw "
-                        f"{', '.join(others)}: the start needs nothing but rank 0's tensors sent to the others.")
+    floats = sum(t.numel() * t.element_size() for t in state.values() if t.is_floating_point())
+    sent_floats = sum(b for op, _, b, dtype in sent if op == "broadcast" and dtype.startswith(("float", "bfloat")))
+    if sent_floats > floats:
+        raise Incorrect(f"every rank holds rank 0's values, but the recorder saw broadcasts of {sent_floats} bytes of "
+                        f"floating-point tensors for a model whose parameters and running statistics take {floats}: "
+                        "some tensors were sent more than once.")
     count = sum(op == "broadcast" for op, _, _, _ in sent)
     moved = sum(b for op, _, b, _ in sent if op == "broadcast")
     return (f"All {world_size} ranks hold rank 0's {n_params} parameters and {n_buffers} buffers, bit for bit, "
