@@ -194,7 +194,8 @@ class _GateExercise(Exercise):
         if items is None and issubclass(type(answer), (set, frozenset)):       # sizes in a set are sizes too
             items = list((set if issubclass(type(answer), set) else frozenset).__iter__(answer))
         if items is None:
-            raise Incorrect(f"answer with a list of sizes in bytes, e.g. [1048576, 4194304]; got {safe_repr(answer)}.")
+            raise Incorrect(f"answer with the sizes as whole numbers of bytes, e.g. [1048576, 4194304] (a list, a set, "
+                            f"or the table's column of them); got {safe_repr(answer)}.")
         sizes = [as_whole(s) for s in items]
         if None in sizes or holds_text(items):
             raise Incorrect(f"answer with a list of sizes as whole numbers of bytes, e.g. [1048576, 4194304]; "

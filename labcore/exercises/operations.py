@@ -126,6 +126,7 @@ def _which(answer) -> None:
     name = text.strip().lower().replace("-", "_").replace(" ", "_").removesuffix("()")
     name = name.removeprefix("torch.").removeprefix("distributed.").removeprefix("dist.")
     name = collectives.from_torch(name) or name
+    name = {n.replace("_", ""): n for n in _NAMES}.get(name.replace("_", ""), name)   # NCCL's "ReduceScatter" too
     if name not in _NAMES:
         raise Incorrect(f"{text!r} is not the name of a torch.distributed collective; answer with one "
                         "of the names used in this notebook, such as 'all_gather'.")

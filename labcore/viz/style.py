@@ -13,6 +13,10 @@ TEMPLATE = "plotly_white"
 # (markers, buffer cells) is chosen for the narrowest area the lab supports: a 1280 px browser window
 # with JupyterLab's file browser open leaves about 800 px for a cell's output.
 DESIGN_WIDTH = 800
+# Legends sit under the plot, in rows: inside it they cover the data of whichever curve runs there.
+# LEGEND_ROOM is the bottom margin (px) the x-axis title and two rows of legend take.
+LEGEND_BELOW = {"orientation": "h", "x": 0, "xanchor": "left", "y": -0.2, "yanchor": "top"}
+LEGEND_ROOM = 130
 
 
 def template_dict() -> dict:

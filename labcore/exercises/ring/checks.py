@@ -314,7 +314,9 @@ def _check_bytes(results: list[dict]) -> None:
                             "travel with dist.send/recv or isend/irecv (code that goes around them is not a "
                             "ring the check can see).")
         if abs(sent - ring) > slack:
-            more = ("more: whole buffers instead of one chunk per step, or extra steps?" if sent > ring else
+            more = ("twice that: a wider type than the buffer's (float64 sends each float32 element in 8 bytes), "
+                    "or every chunk twice?" if abs(sent - 2 * ring) <= 2 * slack else
+                    "more: whole buffers instead of one chunk per step, or extra steps?" if sent > ring else
                     "less: is a phase missing?")
             raise Incorrect(f"rank {rank} sent {sent} bytes of a {size}-byte buffer on {n} ranks; a ring "
                             f"all-reduce sends 2(n-1)/n x S = {ring:g} bytes per rank (one chunk of S/n in each "
