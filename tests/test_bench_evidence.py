@@ -275,7 +275,7 @@ def test_a_recorded_ddp_step_is_priced_from_its_replay(two):
 @pytest.mark.parametrize("module", [
     "labcore.evidence.latency", "labcore.evidence.targets", "labcore.evidence.drift",
     "labcore.evidence.rollout", "labcore.sim.apps.ddp_step", "labcore.sim.apps.pricing", "labcore.viz.control",
-    "labcore.viz.evidence", "labcore.exercises.evidence", "labcore.evidence.recorded", "labcore.evidence.steps"])
+    "labcore.viz.evidence", "labcore.exercises.evidence", "labcore.evidence.recorded", "labcore.evidence.steps", "labcore.viz.style", "labcore.viz.chunk_flow"])
 def test_docstring_examples_run(module):
     import doctest
     import importlib
