@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 import labcore as lc
-from labcore.exercises.evidence import (INTERVAL_ROWS, OUTLIER_REPEATS_US, communication_cost, fewest_repeats,
-                                        q_gib, q_interval, q_outlier, q_repeats)
+from labcore.exercises.evidence import (INTERVAL_ROWS, LOAD_ROWS, LOAD_TARGETS, OUTLIER_REPEATS_US,
+                                        communication_cost, fewest_repeats, q_gib, q_interval, q_outlier, q_repeats,
+                                        q_under_load)
 from labcore.evidence.stats import smallest_pvalue
 
 DATA = Path(__file__).parent / "data"
@@ -150,3 +151,23 @@ def test_untouched_starters_are_not_attempted():
     for q in (q_repeats, q_outlier, q_gib):
         assert q.evaluate(____).status == "not attempted"
     assert q_interval.evaluate([____] * 4).status == "not attempted"
+
+
+# -- targets under real load ----------------------------------------------------------------------------------
+def test_the_load_rows_are_the_recorded_runs_summaries():
+    runs = _runs("4ranks_busy")
+    for row in LOAD_ROWS:
+        run = runs["baseline" if row["condition"] == "quiet" else "neighbours"].drop(columns="run")
+        got = lc.evidence.summarize(run).set_index(["size", "placement"]).loc[(row["size"], "in-place")]
+        for key in ("median_us", "low_us", "high_us"):
+            assert got[key] == pytest.approx(row[key], abs=0.6), (row, key)
+
+
+def test_under_load_is_answered_from_the_run_beside_the_job_and_its_intervals():
+    want = {"1KiB_5ms": "missed", "32KiB_7ms": "missed", "32KiB_10ms": "inconclusive"}
+    assert q_under_load.correct_example == want and set(want) == set(LOAD_TARGETS)
+    assert q_under_load.evaluate(want).status == "correct"
+    assert "quiet machine's answers" in _wrong(q_under_load, {"1KiB_5ms": "inconclusive", "32KiB_7ms": "met",
+                                                              "32KiB_10ms": "met"})
+    assert "compared each median" in _wrong(q_under_load, {k: "missed" for k in want})
+
