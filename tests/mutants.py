@@ -650,7 +650,7 @@ LIVE_WRONG += [(ring.q_ring_live, "inputs", _ring_in(torch.int32), "beyond float
                (ring.q_ring_live, "sent", _ring_star, "not one of its ring neighbours"),
                (ring.q_ring_live, "sent", _ring_whole_buffers, "Yours sends more"),
                (ring.q_ring_live, "threshold", _ring_one_step_more, "Yours sends more"),
-               (ring.q_ring_live, "threshold", _ring_float64, "wider type"),
+               (ring.q_ring_live, "threshold", _ring_float64, "8-byte elements for a buffer of 4-byte ones"),
                (ring.q_ring_live, "wrapper", _ring_functional, "functional collective"),
                (ring.q_ring_live, "wrapper", _ring_process_group, "called the collective all_reduce")]
 LIVE_VALID += [(ring.q_ring_live, "method", f) for f in (_ring_returns_copy, _ring_batched, _ring_adds_in_float64,

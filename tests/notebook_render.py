@@ -12,7 +12,7 @@ This module is a pytest plugin (pyproject.toml: ``-p notebook_render``, with tes
 notebook run on its own (``pytest notebooks/04_measuring.ipynb``) is rendered too. The item runs in the same
 xdist worker as its notebook's cells (they share the file, and --dist loadfile
 keeps a file together); one JupyterLab server and one browser serve every notebook of a worker, started
-with its first and stopped at the end of the session (:func:`stop`). Nothing here executes a notebook
+with its first and closed when the worker goes on to something else than a notebook. Nothing here executes a notebook
 again, so the suite pays a page load per notebook, not a second run.
 """
 from __future__ import annotations
@@ -79,7 +79,8 @@ def pytest_collection_modifyitems(items: list) -> None:
 
 
 def _lab():
-    """This worker's JupyterLab server and Chromium, started on first use."""
+    """This worker's JupyterLab server, Chromium and one page with JupyterLab loaded (the file browser open, as
+    a learner has it), started on first use."""
     if not _LAB:
         folder = Path(tempfile.mkdtemp(prefix="labcore-render-"))
         root, home = folder / "root", folder / "home"
@@ -87,6 +88,7 @@ def _lab():
         home.mkdir()
         server, port = start_lab(root, home, render_all=True)
         base = f"http://127.0.0.1:{port}"
+        pw = browser = None
         try:
             wait_for(lambda: server.poll() is not None or answers(f"{base}/api/status"), START_S,
                      "the JupyterLab server to answer")
@@ -94,49 +96,84 @@ def _lab():
             pw = sync_playwright().start()
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                          args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+            page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
+            page.set_default_timeout(RENDER_S * 1000)
+            page.goto(f"{base}/lab")
+            page.wait_for_function("() => window.jupyterapp?.shell", timeout=START_S * 1000, polling=500)
+            page.evaluate("() => window.jupyterapp.restored")
+            page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:activate')")
         except BaseException:
-            stop_lab(server)
+            _close(pw, browser, server, folder)
             raise
-        _LAB.update(folder=folder, root=root, server=server, base=base, playwright=pw, browser=browser)
+        _LAB.update(folder=folder, root=root, server=server, playwright=pw, browser=browser, page=page)
     return _LAB
+
+
+# the notebook's panel is kept on the page as window.rendered while it is looked at
+_OPEN = """async path => {
+  const app = window.jupyterapp;
+  window.rendered = await app.commands.execute('docmanager:open', {path, activate: true});
+  await window.rendered.context.ready;
+  await window.rendered.revealed;
+  return window.rendered.context.path;
+}"""
+_PANEL_PLOTS = "() => window.rendered.node.querySelectorAll('.js-plotly-plot').length"
+_CLOSE = """async () => {
+  await window.rendered?.close();
+  window.rendered = null;
+  // the kernel JupyterLab started for the notebook: nothing runs in it
+  await window.jupyterapp.serviceManager.sessions.shutdownAll();
+}"""
 
 
 def _render(name: str, nb, figures: int) -> dict:
     """Open ``nb`` (outputs included) in JupyterLab; what plotly.js drew and what overflows the notebook."""
     lab = _lab()
     (lab["root"] / name).write_text(json.dumps(nb, ensure_ascii=False))
-    page = lab["browser"].new_page(viewport={"width": WIDTH, "height": HEIGHT})
+    page = lab["page"]
     try:
-        page.set_default_timeout(RENDER_S * 1000)
-        page.goto(f"{lab['base']}/lab/tree/{name}")
-        page.wait_for_selector(".jp-NotebookPanel .jp-Cell", state="attached")
-        if not page.locator(".jp-FileBrowser").is_visible():          # the learner's usual layout
-            page.evaluate("window.jupyterapp.commands.execute('filebrowser:activate')")
-        plots = page.locator(".jp-Notebook .js-plotly-plot")
-        wait_for(lambda: plots.count() >= figures, RENDER_S, f"plotly.js to draw the {figures} figures of {name}")
+        assert page.evaluate(_OPEN, name) == name
+        wait_for(lambda: page.evaluate(_PANEL_PLOTS) >= figures, RENDER_S,
+                 f"plotly.js to draw the {figures} figures of {name}")
+        plots = page.locator(f".jp-NotebookPanel[id='{page.evaluate('() => window.rendered.id')}'] .js-plotly-plot")
         overflows = {}
         for k, gd in enumerate(plots.all()):
             title = gd.evaluate("gd => gd._fullLayout?.title?.text || 'untitled'")
             parts = gd.evaluate(OVERFLOWS) + [["axis title not drawn", t] for t in gd.evaluate(MISSING_TITLES)]
             if parts:
                 overflows[f"{name} figure {k} ({title})"] = parts
-        return {"drawn": plots.count(), "overflows": overflows}
+        return {"drawn": page.evaluate(_PANEL_PLOTS), "overflows": overflows}
     finally:
-        # the kernel JupyterLab started for the notebook it showed: nothing runs in it, so it goes
-        page.evaluate("window.jupyterapp?.serviceManager.sessions.shutdownAll()")
-        page.close()
+        page.evaluate(_CLOSE)
+
+
+def _close(pw, browser, server, folder) -> None:
+    import shutil
+
+    try:
+        if browser is not None:
+            browser.close()
+        if pw is not None:
+            pw.stop()
+    finally:
+        stop_lab(server)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def pytest_runtest_teardown(item, nextitem) -> None:
+    """Close the lab once the worker moves on from notebooks: a test after it may count this process's
+    children, and the next browser test needs the thread free of Playwright's event loop."""
+    if isinstance(item, NotebookRender) and (nextitem is None or not str(nextitem.fspath).endswith(".ipynb")):
+        _stop()
+
+
+def _stop() -> None:
+    if _LAB:
+        lab = dict(_LAB)
+        _LAB.clear()
+        _close(lab["playwright"], lab["browser"], lab["server"], lab["folder"])
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
-    """Close this worker's browser and server, if a notebook was rendered."""
-    import shutil
-
-    if not _LAB:
-        return
-    try:
-        _LAB["browser"].close()
-        _LAB["playwright"].stop()
-    finally:
-        stop_lab(_LAB["server"])
-        shutil.rmtree(_LAB["folder"], ignore_errors=True)
-        _LAB.clear()
+    """Close this worker's browser and server, if a notebook was rendered and they are still open."""
+    _stop()

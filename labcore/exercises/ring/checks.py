@@ -119,6 +119,7 @@ def _traffic_recorder():
             super().__init__()
             self.sent: list[tuple[int, int]] = []        # (peer's global rank, bytes), in call order
             self.received: list[tuple[int, int]] = []
+            self.widest = 0                              # the widest element sent, in bytes
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             namespace, name = func.namespace, func.name().split("::")[-1]
@@ -131,6 +132,8 @@ def _traffic_recorder():
                         pass
                     nbytes = sum(t.numel() * t.element_size() for t in tensors)
                     (self.sent if name == "send" else self.received).append((peer, nbytes))
+                    if name == "send":
+                        self.widest = max([self.widest] + [t.element_size() for t in tensors])
                 elif name == "recv_any_source_":
                     raise CollectiveSwitchedOff("received from any source: name the sender (src=) so that the "
                                                 "check can see who talks to whom.")
@@ -197,7 +200,7 @@ def _ring_on_rank(fn, numel: int, seed: int):
     if _is_blank(got):
         return None
     return {"got": torch.as_tensor(got).detach().reshape(-1).cpu(), "want": want.cpu(),
-            "sent": traffic.sent, "received": traffic.received,
+            "sent": traffic.sent, "received": traffic.received, "widest": traffic.widest,
             "nbytes": x.numel() * x.element_size(), "element": x.element_size()}
 
 
@@ -314,8 +317,9 @@ def _check_bytes(results: list[dict]) -> None:
                             "travel with dist.send/recv or isend/irecv (code that goes around them is not a "
                             "ring the check can see).")
         if abs(sent - ring) > slack:
-            more = ("twice that: a wider type than the buffer's (float64 sends each float32 element in 8 bytes), "
-                    "or every chunk twice?" if abs(sent - 2 * ring) <= 2 * slack else
+            wider = res["widest"] > element
+            more = (f"more: it sends {res['widest']}-byte elements for a buffer of {element}-byte ones (a wider type "
+                    "than the buffer's), so every chunk takes more bytes than it holds." if wider else
                     "more: whole buffers instead of one chunk per step, or extra steps?" if sent > ring else
                     "less: is a phase missing?")
             raise Incorrect(f"rank {rank} sent {sent} bytes of a {size}-byte buffer on {n} ranks; a ring "
