@@ -4,7 +4,8 @@ Lanes (markers registered in pyproject.toml):
 
 - ``live``: starts rank processes, kernels, engines or other subprocesses;
 - ``notebook``: a notebook cell run by nbval (every cell of ``notebooks/``);
-- ``browser``: drives Chromium;
+- ``browser``: drives Chromium (and each notebook's rendering after its cells: the plugin
+  tests/notebook_render.py, loaded for every run by pyproject.toml's addopts);
 - ``slow``: long tests (a file of them, or one test over ~5 s on 2 cores);
 - ``gpu``: needs CUDA devices (skips without them, saying why).
 

@@ -275,10 +275,31 @@ def test_a_recorded_ddp_step_is_priced_from_its_replay(two):
 @pytest.mark.parametrize("module", [
     "labcore.evidence.latency", "labcore.evidence.targets", "labcore.evidence.drift",
     "labcore.evidence.rollout", "labcore.sim.apps.ddp_step", "labcore.sim.apps.pricing", "labcore.viz.control",
-    "labcore.viz.evidence", "labcore.exercises.evidence"])
+    "labcore.viz.evidence", "labcore.exercises.evidence", "labcore.evidence.recorded", "labcore.evidence.steps", "labcore.viz.style", "labcore.viz.chunk_flow"])
 def test_docstring_examples_run(module):
     import doctest
     import importlib
 
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_the_recorded_slowed_run_shows_the_gate_lesson_a_busy_machine_may_not():
+    """Notebook 04 falls back on this recording when its live 2x slowdown comes out inconclusive."""
+    from labcore.evidence import recorded_run
+
+    base = recorded_run("2ranks", "baseline", placements=("in-place",))
+    slowed = recorded_run("2ranks", "slowed2x", placements=("in-place",))
+    gate = lc.evidence.compare(base, slowed, tolerance=0.25)
+    assert (gate["status"] == "regression").all() and gate["slowdown_low"].min() > 1.25
+    with pytest.raises(ValueError, match="has no run 'slowed3x'"):
+        recorded_run("2ranks", "slowed3x")
+
+
+def test_a_gate_on_training_steps_names_the_step_not_its_gradient_bytes():
+    rows = [dict(op="ddp_step", size=2113536, type="float", redop="sum", root=-1, ranks=2, placement="step",
+                 repeat=r, busbw=float("nan"), time_us=1000.0, median_us=1000.0 + r) for r in range(7)]
+    base = pd.DataFrame(rows)
+    slow = base.assign(median_us=base["median_us"] * 2)
+    said = lc.evidence.advice(lc.evidence.compare(base, slow, tolerance=0.10))
+    assert said.startswith("regression: the DDP step") and "2113536" not in said

@@ -111,7 +111,7 @@ def test_regression_exercise_reads_the_table_it_is_pointed_at():
     assert "marked pass" in _message(q, [2 << 20]) and "missing" in _message(q, [2 << 20])
     not_there = _message(q, [1, 2])
     assert "not a size in this table" in not_there and "passed" not in not_there
-    assert "list of sizes" in _message(q, "1M")
+    assert "whole numbers of bytes" in _message(q, "1M")
     assert "whole numbers of bytes" in _message(q, [str(1 << 20)])          # text is not a size
     assert "whole numbers of bytes" in _message(q, [(1 << 20) + 0.9])       # nor a size that is not whole
     assert q.evaluate([np.int64(1 << 20)]).status == "correct"

@@ -196,7 +196,7 @@ def test_a_function_that_returns_text_or_a_float32_number():
     assert q.evaluate(lambda n: [2 * (n - 1) / n * 1e9]).status == "incorrect"
 
 
-@pytest.mark.parametrize("name", ["core", "answers", "timing", "live"])
+@pytest.mark.parametrize("name", ["core", "answers", "timing", "live", "values"])
 def test_docstring_examples_run(name):
     import doctest
     import importlib

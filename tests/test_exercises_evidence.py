@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 import labcore as lc
-from labcore.exercises.evidence import (INTERVAL_ROWS, OUTLIER_REPEATS_US, communication_cost, fewest_repeats,
-                                        q_gib, q_interval, q_outlier, q_repeats)
+from labcore.exercises.evidence import (INTERVAL_ROWS, LOAD_ROWS, LOAD_TARGETS, OUTLIER_REPEATS_US,
+                                        communication_cost, fewest_repeats, q_gib, q_interval, q_outlier, q_repeats,
+                                        q_under_load)
 from labcore.evidence.stats import smallest_pvalue
 
 DATA = Path(__file__).parent / "data"
@@ -123,14 +124,18 @@ def test_interval_right_answer_and_each_mistake():
     assert q_interval.evaluate(["Regression", "within tolerance", "inconclusive", "inconclusive"]).status == "correct"
     # C read as "no regression" because its median is below 1.25
     c_pass = _wrong(q_interval, ["regression", "pass", "pass", "inconclusive"])
-    assert "row C" in c_pass and "'not flagged' is not 'shown within the tolerance'" in c_pass
+    assert "row C" in c_pass and "'not flagged' is not 'pass'" in c_pass
     # D read as a regression because its median is far above 1.25
     d_reg = _wrong(q_interval, ["regression", "pass", "inconclusive", "regression"])
-    assert "row D" in d_reg and "however large the median looks" in d_reg
+    assert "row D" in d_reg and "a large median alone does not make one" in d_reg
     b_inc = _wrong(q_interval, ["regression", "inconclusive", "inconclusive", "inconclusive"])
     assert "row B" in b_inc and "does settle this row" in b_inc and "below" not in b_inc
     a_pass = _wrong(q_interval, ["pass", "pass", "inconclusive", "inconclusive"])
-    assert "row A" in a_pass and "whole interval lies above" in a_pass
+    assert "row A" in a_pass and "needs the row's whole interval" in a_pass
+    # where a row's interval lies is the row's answer: no message says it
+    for wrong in q_interval.wrong_examples + [["pass", "pass", "inconclusive", "inconclusive"]]:
+        message = _wrong(q_interval, wrong)
+        assert "lies above" not in message and "lies below" not in message and "runs from" not in message
     assert "4 rows" in _wrong(q_interval, right[:3])
     assert "not one of the gate's answers" in _wrong(q_interval, ["regression", "fine", "inconclusive", "x"])
     assert "list of 4 words" in _wrong(q_interval, "inconclusive")
@@ -146,3 +151,23 @@ def test_untouched_starters_are_not_attempted():
     for q in (q_repeats, q_outlier, q_gib):
         assert q.evaluate(____).status == "not attempted"
     assert q_interval.evaluate([____] * 4).status == "not attempted"
+
+
+# -- targets under real load ----------------------------------------------------------------------------------
+def test_the_load_rows_are_the_recorded_runs_summaries():
+    runs = _runs("4ranks_busy")
+    for row in LOAD_ROWS:
+        run = runs["baseline" if row["condition"] == "quiet" else "neighbours"].drop(columns="run")
+        got = lc.evidence.summarize(run).set_index(["size", "placement"]).loc[(row["size"], "in-place")]
+        for key in ("median_us", "low_us", "high_us"):
+            assert got[key] == pytest.approx(row[key], abs=0.6), (row, key)
+
+
+def test_under_load_is_answered_from_the_run_beside_the_job_and_its_intervals():
+    want = {"1KiB_5ms": "missed", "32KiB_7ms": "missed", "32KiB_10ms": "inconclusive"}
+    assert q_under_load.correct_example == want and set(want) == set(LOAD_TARGETS)
+    assert q_under_load.evaluate(want).status == "correct"
+    assert "quiet machine's answers" in _wrong(q_under_load, {"1KiB_5ms": "inconclusive", "32KiB_7ms": "met",
+                                                              "32KiB_10ms": "met"})
+    assert "compared each median" in _wrong(q_under_load, {k: "missed" for k in want})
+

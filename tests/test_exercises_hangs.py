@@ -62,6 +62,9 @@ def test_shapes_live(cl, capsys, analyses):
     assert m.live and "CollectiveTimeout" in shown and "SIZE_OR_SYNTAX_MISMATCH" in shown
     # the evidence is torch's and the hang report's, not the lab's verdict, nor the case's name
     assert "majority reading" not in shown and "mismatched_shapes" not in shown and "train_step" in shown
+    # no file or line of the lab's (the notebook printed the cases' code earlier, under their names), and a
+    # rerun with more time, as every case has
+    assert "hang_cases" not in shown and ", line " not in shown and "Rerun with timeout" in shown
     assert m.finished and m.culprit not in m.finished  # the culprit is the one still waiting
     assert _status(hangs.q_shapes, (m.culprit, "mismatched shapes")).status == "correct"
     first_finished = m.finished[0]
@@ -75,7 +78,9 @@ def test_shapes_live(cl, capsys, analyses):
 def test_skip_live(cl, capsys, analyses):
     hangs.q_skip.run(cl, seed=2)
     m = hangs.q_skip.mystery
-    _leaves_the_answer_out(capsys.readouterr().out, analyses[0], m.culprit)
+    shown = capsys.readouterr().out
+    _leaves_the_answer_out(shown, analyses[0], m.culprit)
+    assert "hang_cases" not in shown and "Rerun with timeout" in shown and "had still not returned" in shown
     assert m.finished == [m.culprit]
     assert _status(hangs.q_skip, (m.culprit, "skipped collective")).status == "correct"
     waiting = next(r for r in range(4) if r != m.culprit)
@@ -141,3 +146,14 @@ def test_a_right_answer_in_another_spelling_passes(answer):
 def test_more_malformed_answers(answer, words):
     result = hangs.q_shapes.evaluate(answer)
     assert result.status == "incorrect" and words in result.message, result.message
+
+
+def test_the_prompts_print_no_answer():
+    for q in (hangs.q_case_1, hangs.q_case_2, hangs.q_case_3):
+        assert "(None, 'straggler')" not in repr(q) and '(None, "straggler")' not in repr(q)
+
+
+@pytest.mark.parametrize("cause", ["Mismatched-Shapes", "mismatched shape", "MISMATCHED_SHAPES", "mismatchedshapes"])
+def test_a_cause_in_another_spelling_is_the_cause(cause):
+    assert hangs.q_shapes.evaluate((3, cause)).status == "correct"
+

@@ -106,7 +106,7 @@ def test_right_answers_in_another_spelling_pass(q, answer):
     (ex.q_small_channels, "2", "whole number"),
     (ex.q_transports, {(1, 0): "NVLink", (1, 3): "NET", (0, 2): "NET"}, "not one of"),
     (ex.q_slowest_hop, (4, 12), "pick one of"),
-    (ex.q_slowest_hop, "12->4", "as a pair"),
+    (ex.q_slowest_hop, "12 to 4", "as a pair"),
     (ex.q_p2p_disable, {(1, 0): "SHM", (1, 3): "P2P"}, "cannot reach another machine"),
 ])
 def test_more_mistakes(q, answer, says):

@@ -59,9 +59,10 @@ def test_more_mistakes_are_named(exercise, answer, says):
     assert result.status == "incorrect" and says in result.message, result.message
 
 
-def test_a_tight_tolerance_does_not_print_within_0_percent():
+def test_a_tight_tolerance_is_stated_as_it_is():
     message = q.q_sharp_bytes.evaluate(12345.0).message
-    assert "0%" not in message and "not the right value" in message
+    assert "within 0%" not in message and "within 0.1% of the right value" in message, message
+    assert "within 0.1% of the right value counts as right" in repr(q.q_sharp_bytes)
 
 
 @pytest.mark.parametrize("exercise", [q.q_hierarchical_bytes, q.q_sharp_bytes, q.q_nic_gbytes, q.q_sharp_gain,

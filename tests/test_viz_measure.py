@@ -55,7 +55,8 @@ def test_crossover_marks_the_winner_changes():
     star = [t for t in fig.data if t.name == "fastest"][0]
     assert list(star.text[:2]) == ["tree/LL", "tree/LL"] and star.text[-1] == "ring/simple"
     assert [a.text for a in fig.layout.annotations] == ["tree/LL", "ring/simple"]
-    assert fig.layout.legend.x < 0.5 and fig.layout.legend.y <= 1      # inside the plot
+    legend = fig.layout.legend                      # under the plot, clear of the curves, inside the figure
+    assert legend.orientation == "h" and legend.y < 0 and fig.layout.margin.b >= 100
 
 
 def test_crossover_labels_close_together_go_on_separate_rows():
@@ -78,3 +79,13 @@ def test_topology_heatmap_numbers_and_codes():
     assert z[0, 1] < z[1, 2] < z[0, 2]  # NVLink closer than PCIe switch, closer than SYS
     with pytest.raises(ValueError, match="square"):
         topology_heatmap([[1, 2]])
+
+
+def test_busbw_goes_logarithmic_when_the_runs_lie_far_apart():
+    def run(scale):
+        return pd.DataFrame({"op": "all_reduce", "size": [1024, 1 << 20], "ranks": 4, "placement": "in-place",
+                             "time_us": [20.0, 400.0], "busbw": [0.1 * scale, 2.0 * scale]})
+    near = measurement_plot({"a": run(1), "b": run(3)}, placement="in-place")
+    far = measurement_plot({"cluster": run(200), "this machine": run(1)}, placement="in-place")
+    assert near.layout.yaxis2.type != "log" and far.layout.yaxis2.type == "log"     # the slower run stays visible
+

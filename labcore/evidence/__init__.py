@@ -13,7 +13,9 @@ measurements into decisions a team can defend:
 - tail latency: :func:`call_latencies`, :func:`latency_summary`, :func:`calls_needed`,
   :func:`quantile_interval`;
 - load on purpose: :func:`noisy_neighbours` (another job's busy loops),
-  :func:`training_neighbours` (a training step's own compute), :func:`ddp_steps`, :func:`comm_share`.
+  :func:`training_neighbours` (a training step's own compute), :func:`ddp_steps`, :func:`comm_share`,
+  :func:`share_reading`;
+- the gate's runs recorded on the lab's machine: :func:`recorded_run`, :func:`recorded_runs`.
 
 Example
 -------
@@ -27,10 +29,11 @@ from labcore.evidence.compute_load import training_neighbours
 from labcore.evidence.drift import RUN_LENGTH, control_limits, control_table, drift_verdict, run_signals
 from labcore.evidence.latency import call_latencies, calls_needed, latency_summary, quantile_interval
 from labcore.evidence.load import noisy_neighbours
+from labcore.evidence.recorded import recorded_run, recorded_runs
 from labcore.evidence.rollout import Decision, compare_predictions, decide
 from labcore.evidence.stats import (advice, bootstrap_median, compare, regressed, repeats_to_settle, smallest_pvalue,
                                     summarize, verdict)
-from labcore.evidence.steps import comm_share, ddp_steps, gradient_bytes
+from labcore.evidence.steps import comm_share, ddp_steps, gradient_bytes, share_reading
 from labcore.evidence.targets import INCONCLUSIVE, Target, busbw_fraction, check_targets, side_by_side, targets_table
 
 __all__ = [
@@ -40,7 +43,7 @@ __all__ = [
     "copy_bandwidth", "INCONCLUSIVE", "control_table", "drift_verdict", "control_limits", "run_signals",
     "RUN_LENGTH", "decide", "Decision", "compare_predictions", "call_latencies", "latency_summary",
     "calls_needed", "quantile_interval", "noisy_neighbours", "training_neighbours", "ddp_steps",
-    "comm_share", "gradient_bytes",
+    "comm_share", "gradient_bytes", "share_reading", "recorded_run", "recorded_runs",
 ]
 
 

@@ -352,10 +352,16 @@ def advice(result: pd.DataFrame) -> str:
     """One sentence saying what the gate's verdict means and what to do next."""
     v = result.attrs.get("verdict", verdict(result))
     tol = result.attrs.get("tolerance", 0.25)
+    # a gate on training steps (lc.evidence.ddp_steps) has one "size", the gradient bytes: name the step instead
+    steps = "op" in result and len(result) and set(result["op"]) == {"ddp_step"}
     if v == "regression":
+        if steps:
+            return f"regression: the DDP step is slower than {1 + tol:g}x the baseline's beyond doubt"
         bad = result.loc[result["status"] == "regression", "size"].astype(int).unique().tolist()
         return f"regression: sizes {bad} are slower than {1 + tol:g}x the baseline beyond doubt"
     if v == "pass":
+        if steps:
+            return f"pass: the DDP step is within {1 + tol:g}x the baseline's beyond doubt"
         return f"pass: every size is within {1 + tol:g}x the baseline beyond doubt"
     if not len(result):
         return "inconclusive, measure more: the gate compared no size"
@@ -368,11 +374,16 @@ def advice(result: pd.DataFrame) -> str:
     worst = open_.loc[(open_["slowdown_high"] / open_["slowdown_low"]).idxmax()]
     settle = repeats_to_settle(result)[open_.index]
     finite = settle[np.isfinite(settle)]
+    one = len(settle) == 1
     parts = [f"about {int(finite.max())} repeats a side (repeats -N) would settle "
-             + ("them" if len(finite) == len(settle) else str(len(finite)))] if len(finite) else []
+             + (("it" if one else "them") if len(finite) == len(settle) else str(len(finite)))] if len(finite) else []
     if len(finite) < len(settle):
-        parts.append(f"{'they' if not len(finite) else len(settle) - len(finite)} sit so near the line that no "
-                     "practical number of repeats would: gate on a tolerance that matters to the job")
+        who = ("it sits" if one else "they sit") if not len(finite) else f"{len(settle) - len(finite)} sit"
+        parts.append(f"{who} so near the line that no practical number of repeats would: gate on a tolerance that "
+                     "matters to the job")
     how = "; ".join(parts)
+    if steps:
+        return (f"inconclusive, measure more: the DDP step's interval, {worst['slowdown_low']:.2f}-"
+                f"{worst['slowdown_high']:.2f}x, holds {1 + tol:g}x; {how}")
     return (f"inconclusive, measure more: {len(open_)} size(s) have intervals that hold {1 + tol:g}x "
             f"(widest: {int(worst['size'])} B, {worst['slowdown_low']:.2f}-{worst['slowdown_high']:.2f}x); {how}")

@@ -153,6 +153,30 @@ def ddp_steps(cluster, configs: Mapping[str, dict], *, repeats: int = 5, steps: 
     return out
 
 
+def share_reading(share: tuple[float, float, float], repeats: int | None = None) -> str:
+    """What a :func:`comm_share` result allows one to say, in a sentence to print beside it.
+
+    The share is ``1 - t_without / t_with`` of two noisy medians, so its interval can reach below 0 (in some
+    resamples the step without communication was the slower one): a share the noise can make negative is not
+    measured yet. An interval that holds 0 says the repeats cannot tell communication from the machine's noise;
+    one wider than half a step says it is measured only roughly.
+
+    >>> print(share_reading((0.01, -0.69, 0.75), repeats=5))     # doctest: +ELLIPSIS
+    not measured: the interval holds 0 ...
+    >>> share_reading((0.4, 0.3, 0.5))
+    'measured: between 30% and 50% of the step'
+    """
+    est, low, high = share
+    n = f"{repeats} repeats" if repeats else "these repeats"
+    if low <= 0 <= high:
+        return (f"not measured: the interval holds 0 (and shares below 0, which only noise makes: in some of {n} the "
+                "step without communication was the slower one): they cannot tell the communication from this "
+                "machine's run-to-run noise; more repeats, or a quieter machine, would narrow it")
+    if high - low > 0.5:
+        return f"measured only roughly: somewhere between {low:.0%} and {high:.0%} of the step ({n})"
+    return f"measured: between {low:.0%} and {high:.0%} of the step"
+
+
 def comm_share(with_comm: pd.DataFrame, without: pd.DataFrame, level: float = 0.95) -> tuple[float, float, float]:
     """(share, low, high): the share of a step that communication adds, with a bootstrap interval.
 

@@ -35,7 +35,8 @@ import numpy as np
 from labcore.exercises.timing import learner_code
 
 __all__ = ["type_name", "describe_answer", "safe_repr", "safe_str", "as_number", "as_whole", "as_text", "as_items",
-           "as_array", "as_mapping", "as_tensor", "holds_text", "equal", "close_number"]
+           "as_array", "as_one_number", "as_mapping", "as_pairs", "as_tensor", "holds_text", "equal", "close_number",
+           "spelling"]
 
 _NUMPY_REALS = frozenset({np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
                           np.float16, np.float32, np.float64, np.longdouble})
@@ -91,6 +92,12 @@ def describe_answer(x) -> str:
 
 def _torch():
     return sys.modules.get("torch")          # a tensor can only be an answer once torch is imported
+
+
+def _pandas_vector(x) -> bool:
+    """Whether ``x`` is exactly a pandas Series or Index (what a hint's ``gate.loc[..., 'size']`` gives)."""
+    pd = sys.modules.get("pandas")
+    return pd is not None and type(x) in (pd.Series, pd.Index)
 
 
 def _torch_tensor(x) -> bool:
@@ -153,6 +160,8 @@ def as_items(x) -> list | None:
         return list(x)
     if t is np.ndarray and x.ndim >= 1:
         return list(x)
+    if _pandas_vector(x):
+        return list(x.to_numpy())             # the values, in order (a Series' index is not the answer)
     if _torch_tensor(x) and x.dim() >= 1:
         return list(x.detach().cpu().unbind(0))
     return None
@@ -181,11 +190,48 @@ def as_array(x, _depth: int = 0) -> np.ndarray | None:
     return np.stack(parts) if parts else np.zeros(0)
 
 
+def as_one_number(x) -> int | float | None:
+    """``x`` as one number, also when it is a container of exactly one (``[10]``, ``tensor([10.])``,
+    ``np.array([10.])``): the value a learner printed is the answer. None for anything else."""
+    number = as_number(x)
+    if number is not None:
+        return number
+    values = as_array(x)
+    if values is None or values.size != 1 or holds_text(x):
+        return None
+    return float(values.reshape(-1)[0])
+
+
 def as_mapping(x) -> list[tuple] | None:
     """The ``(key, value)`` pairs of a dict (read with dict's own methods), or None."""
     if not issubclass(type(x), dict):
         return None
     return list(dict.items(x))
+
+
+def as_pairs(x) -> list[tuple] | None:
+    """The ``(key, value)`` pairs of a dict, or of a list or tuple of two-item lists or tuples
+    (``[("a", 1), ("b", 2)]``, what ``list(d.items())`` gives); None for anything else."""
+    pairs = as_mapping(x)
+    if pairs is not None:
+        return pairs
+    if not issubclass(type(x), (list, tuple)):
+        return None
+    items = as_items(x)
+    out = []
+    for item in items:
+        two = as_items(item) if issubclass(type(item), (list, tuple)) else None
+        if two is None or len(two) != 2:
+            return None
+        out.append((two[0], two[1]))
+    return out
+
+
+def spelling(text: str) -> str:
+    """A word or name as the lab compares it: lower case, ``_`` and ``-`` read as spaces, single spaces,
+    no quotes or full stop around it (``"Double-Tree."`` -> ``"double tree"``)."""
+    words = text.strip().strip("'\"").rstrip(".").lower().replace("_", " ").replace("-", " ")
+    return " ".join(words.split())
 
 
 def as_tensor(x):

@@ -17,10 +17,11 @@ from __future__ import annotations
 import math
 
 from labcore.collectives import describe
-from labcore.exercises.answers import as_items, as_number, as_text, equal, holds_text, safe_repr, safe_str, type_name
-from labcore.exercises.answers import as_whole
-from labcore.exercises.core import Exercise, Incorrect, NotAttempted, ValueExercise, _is_blank
+from labcore.exercises.answers import as_items, as_number, as_one_number, as_text, equal, holds_text, safe_repr
+from labcore.exercises.answers import as_whole, safe_str, type_name
+from labcore.exercises.core import Exercise, Incorrect, NotAttempted, _is_blank
 from labcore.exercises.timing import learner_code
+from labcore.exercises.values import StatedValue
 
 __all__ = ["q_size", "q_algbw", "q_regressions", "nccl_tests_size"]
 
@@ -106,13 +107,13 @@ q_size = _SizeExercise(
 )
 
 
-class _AlgbwExercise(ValueExercise):
+class _AlgbwExercise(StatedValue):
     """algbw from busbw, with feedback that says which way the answer is off, never by how much."""
 
     def _check(self, answer, **context):
         if as_text(answer) is not None or issubclass(type(answer), bytes):
             raise Incorrect(f"answer with a number of GB/s, not the text {safe_repr(answer)}.")
-        value = as_number(answer)
+        value = as_one_number(answer)
         if value is None:
             raise Incorrect(f"answer with a number of GB/s, not {type_name(answer)} {safe_repr(answer)}.")
         value = float(value)
@@ -140,9 +141,14 @@ q_algbw = _AlgbwExercise(
     "(GTC24 S62129). What algbw (GB/s) does that mean, i.e. bytes of the buffer per second?",
     expected=lambda busbw, n: busbw / (2 * (n - 1) / n),
     given=dict(busbw=370.0, n=8), unit="GB/s",
+    # mistakes are matched to 0.1%: the factor for 16 ranks and the GiB/s slip land 0.2% apart
+    mistake_rtol=1e-3,
     mistakes=[(lambda busbw, n: busbw, "That is the busbw itself: all_reduce's busbw is algbw x 2(n-1)/n."),
               (lambda busbw, n: busbw * 2 * (n - 1) / n,
                "You applied all_reduce's factor the wrong way round: busbw is the larger of the two."),
+              *[(lambda busbw, n, m=m: busbw / (2 * (m - 1) / m),
+                 f"That divides by all_reduce's factor 2(n-1)/n for n = {m} ranks; the quote is for the question's "
+                 "n, so work the factor out for that n.") for m in (2, 4, 16, 32, 64)],
               (lambda busbw, n: busbw / (2 * (n - 1) / n) * 1e9 / 2 ** 30,
                "That is in GiB/s (2^30 bytes a second); the question asks GB/s (10^9 bytes)."),
               (lambda busbw, n: busbw / (n - 1) * n, "That factor, n/(n-1), belongs to all_gather; "
@@ -188,7 +194,8 @@ class _GateExercise(Exercise):
         if items is None and issubclass(type(answer), (set, frozenset)):       # sizes in a set are sizes too
             items = list((set if issubclass(type(answer), set) else frozenset).__iter__(answer))
         if items is None:
-            raise Incorrect(f"answer with a list of sizes in bytes, e.g. [1048576, 4194304]; got {safe_repr(answer)}.")
+            raise Incorrect(f"answer with the sizes as whole numbers of bytes, e.g. [1048576, 4194304] (a list, a set, "
+                            f"or the table's column of them); got {safe_repr(answer)}.")
         sizes = [as_whole(s) for s in items]
         if None in sizes or holds_text(items):
             raise Incorrect(f"answer with a list of sizes as whole numbers of bytes, e.g. [1048576, 4194304]; "
@@ -216,7 +223,8 @@ class _GateExercise(Exercise):
 q_regressions = _GateExercise(
     "Which sizes regressed?",
     "List the sizes (bytes) that the evidence gate's table marks as a regression. In the "
-    "notebook, q_regressions.about(gate) points the question at your own comparison `gate`.",
+    "notebook, q_regressions.about(gate) points the question at your own comparison `gate`. Answer with the "
+    "sizes as whole numbers of bytes, in any order: a list, a set, or the table's own column of them.",
     hints=["Look at the status column: regression, pass, or inconclusive (not enough evidence "
            "either way, which is not a regression).",
            "gate.loc[gate.status == 'regression', 'size']"],

@@ -3,6 +3,7 @@
 - :data:`q_reliable`: what the lab's tools decide reliably, and what needs a person's judgement;
 - :data:`q_workload`: a protocol that wins the latency benchmark, priced on a training step's calls;
 - :data:`q_next_stage`: where a staged rollout goes after each gate (pilot, 10%, 50%, 100%, off);
+- :data:`q_incident`: what a team does when a change that passed every gate fails in production;
 - :data:`q_rules`: which candidate rules a team can operate (measured, owned, reviewed);
 - :data:`q_stack`: the stack to run, chosen on the gate's evidence rather than on a version number;
 - :data:`q_exposure`: what each security or observability gap gives an attacker or costs an incident.
@@ -23,31 +24,41 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from labcore.exercises.answers import as_items, as_mapping, as_text, type_name
-from labcore.exercises.core import CustomExercise, FunctionExercise, Incorrect, ValueExercise
+from labcore.exercises.answers import as_items, as_pairs, as_text, spelling, type_name
+from labcore.exercises.core import CustomExercise, FunctionExercise, Incorrect
+from labcore.exercises.values import StatedValue
 
-__all__ = ["ITEMS", "STAGES", "VERDICTS", "Rule", "CANDIDATE_RULES", "rules_table", "STACKS", "GAPS", "HARMS",
-           "workload_ratio", "q_reliable", "q_workload", "q_next_stage", "q_rules", "q_stack", "q_exposure"]
+__all__ = ["ITEMS", "STAGES", "VERDICTS", "RESPONSES", "Rule", "CANDIDATE_RULES", "rules_table", "STACKS", "GAPS",
+           "HARMS", "workload_ratio", "q_reliable", "q_workload", "q_next_stage", "q_incident", "q_rules", "q_stack",
+           "q_exposure"]
 
 
-def _as_mapping(answer, keys, values, what: str) -> dict:
-    """The learner's {key: value} answer, read as the lab's own strings and checked for shape (not
-    for being right); no method of the answer decides it."""
-    pairs = as_mapping(answer)
+def _as_mapping(answer, keys, values: dict, what: str) -> dict:
+    """The learner's {key: value} answer (a dict, or a list of (key, value) pairs), read as the lab's own
+    strings and checked for shape (not for being right); no method of the answer decides it. Keys and
+    values are read in any case, with ``-``, ``_`` or a space alike; ``values`` maps each accepted
+    spelling to the value it means."""
+    pairs = as_pairs(answer)
     if pairs is None:
-        raise Incorrect(f"answer with a dict {{{what}}}, one entry per key of the table above; "
-                        f"you gave {type_name(answer)}.")
-    got = {as_text(k): as_text(v) for k, v in pairs}
-    if None in got:
-        raise Incorrect("the dict's keys are the table's keys, as strings.")
-    missing, extra = sorted(set(keys) - set(got)), sorted(set(got) - set(keys))
-    if extra:
-        raise Incorrect(f"{extra} are not keys of the table; use its keys exactly.")
+        raise Incorrect(f"answer with a dict {{{what}}}, one entry per key of the table above (a list of (key, "
+                        f"value) pairs will do); you gave {type_name(answer)}.")
+    known = {spelling(k): k for k in keys}
+    got = {}
+    for k, v in pairs:
+        text = as_text(k)
+        if text is None:
+            raise Incorrect("the dict's keys are the table's keys, as strings.")
+        key = known.get(spelling(text))
+        if key is None:
+            raise Incorrect(f"{text!r} is not a key of the table; use its keys (any case).")
+        said = as_text(v)
+        got[key] = None if said is None else values.get(spelling(said))
+    missing = sorted(set(keys) - set(got))
     if missing:
         raise Incorrect(f"{len(missing)} key(s) have no answer yet: {missing}.")
-    odd = sorted(k for k, v in got.items() if v not in values)
+    odd = sorted(k for k, v in got.items() if v is None)
     if odd:
-        raise Incorrect(f"the answers for {odd} are not one of {sorted(values)}.")
+        raise Incorrect(f"the answers for {odd} are not one of {sorted(set(values.values()))} (any case).")
     return got
 
 
@@ -65,7 +76,8 @@ _SIDES = {"wrong_check": "system", "clear_regression": "system", "rank_restart":
 
 
 def _check_reliable(answer):
-    got = _as_mapping(answer, ITEMS, {"system", "judgement"}, "key: 'system' or 'judgement'")
+    got = _as_mapping(answer, ITEMS, {"system": "system", "judgement": "judgement", "judgment": "judgement"},
+                      "key: 'system' or 'judgement'")
     if set(got.values()) == {"system"}:
         raise Incorrect("everything on the system's side: some of these need a number, or a context, that no "
                         "rule can choose by itself.")
@@ -83,7 +95,7 @@ q_reliable = CustomExercise(
     "What the system decides, what needs judgement",
     "For each key of ITEMS, answer 'system' (the lab's tools decide it the same way every time, from the "
     "evidence alone) or 'judgement' (a person has to choose, and own the choice). Answer with a dict "
-    "{key: 'system' or 'judgement'}.",
+    "{key: 'system' or 'judgement'} (any case, 'judgment' too; a list of (key, answer) pairs will do).",
     checker=_check_reliable,
     hints=["A decision is the system's when its rule needs no number or context that someone has to pick.",
            "Choosing a limit, deciding to stop measuring, and carrying a result to other hardware all need "
@@ -136,7 +148,7 @@ def _per_size(running, candidate, calls):
     return [candidate[s] / running[s] for s in calls]
 
 
-q_workload = ValueExercise(
+q_workload = StatedValue(
     "A benchmark win, priced on the workload",
     "The running job forces NCCL_PROTO=Simple; the candidate is NCCL_PROTO=LL, which wins the 8 KiB latency "
     "benchmark. With the times per call in q_workload.given['running'] and ['candidate'] (us, by size in bytes) "
@@ -207,6 +219,68 @@ q_next_stage = FunctionExercise(
         lambda stage, verdict: (_next_stage(stage, "pass") if verdict == "inconclusive"
                                 else _next_stage(stage, verdict)),                         # widens unproven
     ],
+)
+
+
+# -- (3b) when a change that passed every gate fails: roll back, log it, widen the safeguards ---------------------
+RESPONSES = {
+    "A": "keep the change: it passed the gate at every stage",
+    "B": "roll the change back on every job now, through the roll-back path prepared before the rollout",
+    "C": "raise the gate's tolerance, so that the next rollout is not held up by noise",
+    "D": "add the incident to the decision log: what happened, its evidence (the flight recorder's dumps), what was "
+         "done",
+    "E": "delete the change's earlier rows from the decision log: their verdicts turned out wrong",
+    "F": "add a job of the size that failed (512 ranks) to the pilot's workload and to the gate, before the change "
+         "goes out again",
+}
+_DO = {"B", "D", "F"}
+_WHY_NOT = {
+    "A": "the gates passed on jobs of up to 64 ranks: they are no evidence about a 512-rank job, and a hang that "
+         "comes back on a rerun is evidence against the change",
+    "C": "a wider tolerance lets more through at every stage; the gates did not fail, they never saw this job",
+    "E": "the log is the team's memory of what was decided on which evidence; its old rows were right about "
+         "what they measured",
+}
+
+
+def _check_incident(answer):
+    kind = type(answer)
+    items = (list(set.__iter__(answer)) if issubclass(kind, set) else
+             list(frozenset.__iter__(answer)) if issubclass(kind, frozenset) else as_items(answer))
+    letters = [as_text(x) for x in items] if items is not None else None
+    if letters is None or None in letters:
+        raise Incorrect("answer with a list of letters of RESPONSES, e.g. ['A', 'C'] (any case).")
+    picked = {x.strip().upper() for x in letters}
+    unknown = sorted(picked - set(RESPONSES))
+    if unknown:
+        raise Incorrect(f"{unknown} are not letters of RESPONSES.")
+    wrong = sorted(picked - _DO)
+    if wrong:
+        raise Incorrect(f"not {wrong[0]}: {_WHY_NOT[wrong[0]]}.")
+    missing = len(_DO - picked)
+    if missing:
+        raise Incorrect(f"every step you picked belongs in the response, but {missing} more do{'es' if missing == 1 else ''}: "
+                        "think of the jobs running now, of the team's memory, and of the next rollout.")
+    return None
+
+
+q_incident = CustomExercise(
+    "A change that passed every gate",
+    "A new NCCL version went out through the stages of section 3 (pilot, 10%, 50%, 100%) and passed the gate at "
+    "each; the pilot and the gates ran jobs of 2 to 64 ranks. A week after it reached 100%, a 512-rank job hangs "
+    "in its first all-reduce, and again on a rerun; with the old version it ran. Which of RESPONSES does the team "
+    "do? Answer with a list of their letters (any order, any case).",
+    checker=_check_incident,
+    hints=["A gate's pass is evidence about the jobs it measured, and only those.",
+           "Three of the six: one for the jobs running now, one for what the team will know later, one for the "
+           "next rollout."],
+    solution="['B', 'D', 'F']: roll back through the prepared path, log the incident with its evidence, and widen the "
+             "pilot and the gate to the job that failed before going out again. Not A (no gate saw a 512-rank job), "
+             "not C (a looser gate hides more), not E (the log keeps what was decided on what evidence).",
+    correct_example=["B", "D", "F"],
+    wrong_examples=[["A"], ["B"], ["B", "D"], ["B", "F"], ["B", "D", "F", "C"], ["B", "D", "F", "E"],
+                    list(RESPONSES), "B", ["B", "D", "G"]],
+    expects="a list of letters of RESPONSES",
 )
 
 
@@ -385,19 +459,20 @@ GAPS = {
     "no_flight_recorder": "the flight recorder is off (TORCH_FR_BUFFER_SIZE unset)",
     "no_timeout": "the process group's timeout is set to a year",
 }
+# listed in another order than GAPS: matching them is the exercise, not reading them off in turn
 HARMS = {
-    "A": "anyone who reaches the port reads and rewrites the job's keys: join as a rank, or feed ranks wrong "
-         "addresses",
-    "B": "code of the file's author runs with the job's permissions the moment it is opened",
-    "C": "after a hang nobody can say which collective each rank last entered: the incident is debugged by "
+    "A": "a stuck job holds its GPUs, billed, until someone notices",
+    "B": "after a hang nobody can say which collective each rank last entered: the incident is debugged by "
          "rerunning it",
-    "D": "a stuck job holds its GPUs, billed, until someone notices",
+    "C": "anyone who reaches the port reads and rewrites the job's keys: join as a rank, or feed ranks wrong "
+         "addresses",
+    "D": "code of the file's author runs with the job's permissions the moment it is opened",
 }
-_HARM_OF = {"open_store": "A", "pickled_dump": "B", "no_flight_recorder": "C", "no_timeout": "D"}
+_HARM_OF = {"open_store": "C", "pickled_dump": "D", "no_flight_recorder": "B", "no_timeout": "A"}
 
 
 def _check_exposure(answer):
-    got = _as_mapping(answer, GAPS, set(HARMS), "gap: harm letter")
+    got = _as_mapping(answer, GAPS, {letter.lower(): letter for letter in HARMS}, "gap: harm letter")
     if len(set(got.values())) < len(got):
         raise Incorrect("two gaps share one harm: each gap here does a different kind of damage.")
     wrong = sum(got[k] != v for k, v in _HARM_OF.items())
@@ -409,17 +484,18 @@ def _check_exposure(answer):
 q_exposure = CustomExercise(
     "What each gap costs",
     "Match each gap in GAPS with what it gives an attacker or costs in an incident (a letter of HARMS). "
-    "Answer with a dict {gap key: letter}.",
+    "Answer with a dict {gap key: letter} (any case; a list of (gap, letter) pairs will do).",
     checker=_check_exposure,
     hints=["Two of the gaps are security gaps (someone else's code or data gets in); two are observability or "
            "reliability gaps (you cannot see, or cannot stop, what went wrong).",
            "The store is a key-value server: what does a server with no password give whoever connects?"],
-    solution="{'open_store': 'A', 'pickled_dump': 'B', 'no_flight_recorder': 'C', 'no_timeout': 'D'}",
+    solution="{'open_store': 'C', 'pickled_dump': 'D', 'no_flight_recorder': 'B', 'no_timeout': 'A'}",
     correct_example=dict(_HARM_OF),
-    wrong_examples=[{"open_store": "B", "pickled_dump": "A", "no_flight_recorder": "C", "no_timeout": "D"},
-                    {"open_store": "A", "pickled_dump": "B", "no_flight_recorder": "D", "no_timeout": "C"},
-                    {k: "A" for k in GAPS}, {"open_store": "A"}, ["A", "B", "C", "D"],
-                    {**_HARM_OF, "no_timeout": "E"}],
+    wrong_examples=[{"open_store": "D", "pickled_dump": "C", "no_flight_recorder": "B", "no_timeout": "A"},
+                    {"open_store": "C", "pickled_dump": "D", "no_flight_recorder": "A", "no_timeout": "B"},
+                    {k: "A" for k in GAPS}, {"open_store": "C"}, ["C", "D", "B", "A"],
+                    {**_HARM_OF, "no_timeout": "E"},
+                    dict(zip(GAPS, HARMS))],                                         # the listing order
     expects="a dict {gap key: letter of HARMS}",
 )
 

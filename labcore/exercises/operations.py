@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from labcore import collectives
 from labcore.exercises.answers import as_items, as_text, equal, safe_repr, type_name
-from labcore.exercises.core import CustomExercise, Incorrect, NotAttempted, ValueExercise, _is_blank
+from labcore.exercises.core import CustomExercise, Incorrect, NotAttempted, _is_blank
 from labcore.exercises.timing import learner_code
+from labcore.exercises.values import StatedValue
 
-q_all_reduce = ValueExercise(
+q_all_reduce = StatedValue(
     "All-reduce by hand",
     "Four ranks each hold one number: rank r holds r + 1. After dist.all_reduce with "
     "ReduceOp.SUM, what number does rank 2 hold?",
     expected=10,
-    rtol=0,
+    rtol=0, form="a number (a one-element tensor, as a rank prints it, will do)",
     mistakes=[(3, "3 is what rank 2 started with: all_reduce replaces it with the combined value."),
               (4, "4 is the number of ranks; all_reduce adds the ranks' values."),
               (2.5, "That is the average (ReduceOp.AVG); the question asks for SUM."),
@@ -33,10 +34,14 @@ def _all_to_all(inputs: list[list]) -> list[list]:
     return [[inputs[src][dst] for src in range(len(inputs))] for dst in range(len(inputs))]
 
 
+# Items with no order of their own: neither their values nor their names grow with the sending rank, so
+# sorting what a rank received cannot stand in for ordering it by source (and sizes 2 to 5, not only 4).
 _ALL_TO_ALL_CASES = [
     [["a0", "a1"], ["b0", "b1"]],
-    [[0, 1, 2], [10, 11, 12], [20, 21, 22]],
-    [[f"{r}->{j}" for j in range(4)] for r in range(4)],
+    [[7.5, 0.25, 3.0], [1.5, 9.0, 0.5], [4.0, 2.5, 8.25]],
+    [[f"{tag}{j}" for j in range(4)] for tag in ("m", "c", "x", "a")],
+    [[0.3, 4.4, 2.2, 9.1, 5.5], [8.8, 0.7, 6.6, 1.2, 3.3], [2.9, 7.7, 0.1, 4.8, 6.2],
+     [5.1, 1.9, 9.9, 0.4, 7.3], [3.6, 6.4, 1.5, 8.2, 0.9]],
 ]
 
 
@@ -121,6 +126,7 @@ def _which(answer) -> None:
     name = text.strip().lower().replace("-", "_").replace(" ", "_").removesuffix("()")
     name = name.removeprefix("torch.").removeprefix("distributed.").removeprefix("dist.")
     name = collectives.from_torch(name) or name
+    name = {n.replace("_", ""): n for n in _NAMES}.get(name.replace("_", ""), name)   # NCCL's "ReduceScatter" too
     if name not in _NAMES:
         raise Incorrect(f"{text!r} is not the name of a torch.distributed collective; answer with one "
                         "of the names used in this notebook, such as 'all_gather'.")

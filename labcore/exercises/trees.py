@@ -15,7 +15,8 @@ Binomial broadcast rounds: correct! (21 cases passed)
 """
 from __future__ import annotations
 
-from labcore.exercises.core import FunctionExercise, ValueExercise
+from labcore.exercises.core import FunctionExercise
+from labcore.exercises.values import StatedValue
 
 __all__ = ["q_binomial_rounds", "q_tree_parent", "q_double_tree_interior", "q_tree_vs_ring",
            "ring_overtakes_tree"]
@@ -76,13 +77,13 @@ def _interior_in_both(ranks: int) -> int:
     return len(inner[0] & inner[1])
 
 
-q_double_tree_interior = ValueExercise(
+q_double_tree_interior = StatedValue(
     "Inside both trees?",
     "In NCCL's double binary tree on {ranks} ranks (the animation: solid and dashed tree), how many "
     "ranks have children in both trees?",
     expected=_interior_in_both,
     given={"ranks": 8},
-    rtol=0,
+    rtol=0, form="a whole number of ranks",
     mistakes=[(4, "4 ranks have children in the solid tree (0, 2, 4, 6) and 4 in the dashed one; how "
                   "many of them are the same ranks?"),
               (8, "Count a rank only if it has children in *both* trees.")],
@@ -114,7 +115,7 @@ def ring_overtakes_tree(ranks: int, alpha: float = 5e-6, bandwidth: float = 10e9
 
 _CROSSOVER_16 = ring_overtakes_tree(16)        # a few ms of timing-only simulations
 
-q_tree_vs_ring = ValueExercise(
+q_tree_vs_ring = StatedValue(
     "When does the ring win?",
     "On a switch where each of {ranks} ranks has one port of {bandwidth:.0e} B/s and each message "
     "pays {alpha:.0e} s of latency (lc.sim.topologies.switch({ranks}, alpha={alpha:.0e}, "
@@ -123,7 +124,7 @@ q_tree_vs_ring = ValueExercise(
     expected=ring_overtakes_tree,
     given={"ranks": 16, "alpha": 5e-6, "bandwidth": 10e9},
     rtol=0,
-    unit="bytes",
+    unit="bytes", form="a number of bytes (a power of two)",
     mistakes=[(lambda ranks, alpha, bandwidth: ring_overtakes_tree(ranks, alpha, bandwidth) // 2,
                "At that size the tree is still (just) faster: the ring wins from the next power of two."),
               (lambda ranks, alpha, bandwidth: ring_overtakes_tree(ranks // 2, alpha, bandwidth),

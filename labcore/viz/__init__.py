@@ -13,7 +13,8 @@
   NCCL's mid-size mechanisms switched on in turn);
 - evidence (labcore.evidence tables): :func:`control_chart`, :func:`interval_plot`,
   :func:`percentile_plot`, :func:`cost_plot`;
-- axes in bytes: :func:`format_bytes` ("64 KiB") and :func:`byte_ticks` (a log axis labelled in bytes).
+- axes in bytes: :func:`format_bytes` ("64 KiB") and :func:`byte_ticks` (a log axis labelled in bytes);
+  :func:`facet_titles` names a faceted figure's panels by their value ("64 MiB", "4 ranks").
 """
 from labcore.viz.chunk_flow import captions, chunk_flow, still
 from labcore.viz.explorer import Explorer, explore
@@ -24,13 +25,13 @@ from labcore.viz.protocols import (channels_by_size, mechanism_effects, protocol
                                   protocol_times)
 from labcore.viz.control import control_chart
 from labcore.viz.evidence import cost_plot, interval_plot, percentile_plot
-from labcore.viz.style import byte_ticks, format_bytes
+from labcore.viz.style import byte_ticks, facet_titles, format_bytes
 
 __all__ = [
     "captions", "chunk_flow", "still", "link_timeline", "link_usage", "Explorer", "explore",
     "crossover_plot", "gate_plot", "measurement_plot", "topology_heatmap", "step_timeline", "replay_slider",
     "channels_by_size", "mechanism_effects", "protocol_crossovers", "protocol_lines", "protocol_times",
-    "control_chart", "cost_plot", "interval_plot", "percentile_plot", "format_bytes", "byte_ticks",
+    "control_chart", "cost_plot", "interval_plot", "percentile_plot", "format_bytes", "byte_ticks", "facet_titles",
 ]
 
 

@@ -28,6 +28,8 @@ Steps count from 0, as in the schedule (``trace.schedule.step``) and the exercis
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -353,14 +355,24 @@ def _channel_name(channels) -> str:
 
 
 def _wrap(text: str, width: int = 80) -> str:
-    """Break a long caption into lines of about ``width`` characters for the figure."""
-    words, lines, line = text.split(" "), [], ""
-    for w in words:
-        if line and len(line) + 1 + len(w) > width:
+    """Break a long caption into lines of about ``width`` characters between its phrases (after ", ", ": " or
+    "; "), so that "3→0 chunk 2" or "each a reduce" never splits across lines; a phrase longer than a line
+    breaks between words.
+
+    >>> _wrap("step 0: 4 transfers at once, each a reduce: 0→1 chunk 3, 3→0 chunk 2", 35).split("<br>")
+    ['step 0: 4 transfers at once,', 'each a reduce: 0→1 chunk 3,', '3→0 chunk 2']
+    """
+    lines, line = [], ""
+    for phrase in re.split(r"(?<=[,:;]) ", text):
+        if line and len(line) + 1 + len(phrase) > width:
             lines.append(line)
-            line = w
+            line = phrase
         else:
-            line = f"{line} {w}" if line else w
+            line = f"{line} {phrase}" if line else phrase
+        while len(line) > width and line.rfind(" ", 0, width + 1) > 0:
+            cut = line.rfind(" ", 0, width + 1)
+            lines.append(line[:cut])
+            line = line[cut + 1:]
     return "<br>".join(lines + [line])
 
 

@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from labcore.viz.style import TEMPLATE, byte_ticks, chunk_color
+from labcore.viz.style import LEGEND_BELOW, LEGEND_ROOM, TEMPLATE, byte_ticks, chunk_color
 
 __all__ = ["interval_plot", "percentile_plot", "cost_plot"]
 
-_LEGEND = {"x": 0.01, "y": 0.99, "bgcolor": "rgba(255,255,255,0.75)"}
+_LEGEND = dict(legend=LEGEND_BELOW, margin={"b": LEGEND_ROOM})
 
 
 def interval_plot(summaries: Mapping[str, pd.DataFrame], *, placement: str = "in-place",
@@ -59,8 +59,8 @@ def interval_plot(summaries: Mapping[str, pd.DataFrame], *, placement: str = "in
                           "<extra>" + label + "</extra>"))
     fig.update_xaxes(**byte_ticks(sizes))
     fig.update_yaxes(type="log", title="median time of the repeats (us), with its interval")
-    fig.update_layout(template=TEMPLATE, height=420, title=title or "the same sweep under each condition",
-                      legend=_LEGEND)
+    fig.update_layout(template=TEMPLATE, height=420 + LEGEND_ROOM - 60,
+                      title=title or "the same sweep under each condition", **_LEGEND)
     return fig
 
 
@@ -89,8 +89,8 @@ def percentile_plot(summary: pd.DataFrame, *, unit: str = "us", title: str | Non
             hovertemplate="%{x}: %{y:.4g} " + unit + " %{text}<extra>" + str(label) + "</extra>"))
     fig.update_yaxes(type="log", title=f"call time ({unit}), with its interval")
     fig.update_xaxes(title="percentile of the calls", type="category")
-    fig.update_layout(template=TEMPLATE, height=420, scattermode="group",
-                      title=title or "p50 and p99 of every call, under each condition", legend=_LEGEND)
+    fig.update_layout(template=TEMPLATE, height=420 + LEGEND_ROOM - 60, scattermode="group",
+                      title=title or "p50 and p99 of every call, under each condition", **_LEGEND)
     return fig
 
 

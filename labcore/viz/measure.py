@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from labcore.viz.style import DESIGN_WIDTH, TEMPLATE, byte_ticks, chunk_color, format_bytes
+from labcore.viz.style import DESIGN_WIDTH, LEGEND_BELOW, LEGEND_ROOM, TEMPLATE, byte_ticks, chunk_color, format_bytes
 
 __all__ = ["measurement_plot", "crossover_plot", "topology_heatmap", "gate_plot"]
 
@@ -121,10 +121,14 @@ def measurement_plot(runs: Runs, *, prediction: Mapping[str, Prediction] | Predi
     axis = byte_ticks(all_sizes)
     fig.update_xaxes(**axis)
     fig.update_yaxes(type="log", title="time (us)", row=1, col=1)
-    # busbw stays linear: its plateau (the number people quote) reads best that way.
-    fig.update_yaxes(title="busbw (GB/s, 1 GB = 1e9 B)", rangemode="tozero", row=1, col=2)
-    fig.update_layout(template=TEMPLATE, title=title, height=420,
-                      legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(255,255,255,0.7)"})
+    # busbw is linear, where its plateau (the number people quote) reads best, unless the runs' peaks lie
+    # more than 30x apart (a GPU cluster beside a laptop): a linear axis would flatten the slower one to 0
+    peaks = [float(t.y.max()) for t in fig.data if t.xaxis == "x2" and len(t.y) and np.nanmax(t.y) > 0]
+    log_busbw = len(peaks) > 1 and max(peaks) > 30 * min(peaks)
+    fig.update_yaxes(title="busbw (GB/s, 1 GB = 1e9 B)" + (", log" if log_busbw else ""),
+                     **({"type": "log"} if log_busbw else {"rangemode": "tozero"}), row=1, col=2)
+    fig.update_layout(template=TEMPLATE, title=title, height=420 + LEGEND_ROOM - 60, legend=LEGEND_BELOW,
+                      margin={"b": LEGEND_ROOM})
     return fig
 
 
@@ -161,7 +165,9 @@ def gate_plot(baseline: pd.DataFrame, current: pd.DataFrame, result: pd.DataFram
     tol = result.attrs.get("tolerance", 0.25)
     pick = result[result["placement"] == placement] if "placement" in result else result
     sizes = sorted(pick["size"].unique())
-    labels = {s: format_bytes(s) for s in sizes}
+    # a gate on training steps (lc.evidence.ddp_steps) has one "size", the gradient bytes: it is a step
+    steps = "op" in pick and set(pick["op"]) == {"ddp_step"}
+    labels = {s: f"DDP step ({format_bytes(s)} of gradients)" if steps else format_bytes(s) for s in sizes}
     fig = go.Figure()
     for name, df, color in (("baseline", baseline, chunk_color(0)), ("this run", current, chunk_color(1))):
         d = df[df["size"].isin(sizes)]
@@ -179,10 +185,11 @@ def gate_plot(baseline: pd.DataFrame, current: pd.DataFrame, result: pd.DataFram
         fig.add_annotation(x=labels[r["size"]], y=1.0, yref="paper", yanchor="bottom", showarrow=False,
                            text=r["status"], font={"color": _STATUS_COLOR.get(r["status"], "black")})
     fig.update_yaxes(type="log", title=f"{time} per repeat (us)")
-    fig.update_xaxes(title="size")
-    fig.update_layout(template=TEMPLATE, boxmode="group", height=420, margin={"t": 80},
+    fig.update_xaxes(title="" if steps else "size")
+    fig.update_layout(template=TEMPLATE, boxmode="group", height=420 + LEGEND_ROOM - 60,
+                      margin={"t": 80, "b": LEGEND_ROOM},
                       title=title or f"evidence gate ({placement}): {result.attrs.get('verdict', '')}",
-                      legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(255,255,255,0.7)"})
+                      legend=LEGEND_BELOW)
     return fig
 
 
@@ -268,11 +275,8 @@ def crossover_plot(predictions: pd.DataFrame, *, measured: pd.DataFrame | None =
                            xanchor="left", yanchor="bottom", font={"color": colors[text]})
     fig.update_xaxes(**byte_ticks(p["size"]))
     fig.update_yaxes(type="log", title="time (us)")
-    # the legend sits inside the plot's top left, where the fastest (small-size) times leave room
-    fig.update_layout(template=TEMPLATE, title=title, height=420 + 25 * max(rows, default=0),
-                      margin={"t": 80 + 25 * max(rows, default=0)},
-                      legend={"x": 0.01, "y": 0.99, "xanchor": "left", "yanchor": "top",
-                              "bgcolor": "rgba(255,255,255,0.8)"})
+    fig.update_layout(template=TEMPLATE, title=title, height=420 + LEGEND_ROOM - 60 + 25 * max(rows, default=0),
+                      margin={"t": 80 + 25 * max(rows, default=0), "b": LEGEND_ROOM}, legend=LEGEND_BELOW)
     return fig
 
 

@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 
 from labcore.sim import tuner
 from labcore.sim.nccl.tuner import constants as C
-from labcore.viz.style import TEMPLATE, byte_ticks, chunk_color, format_bytes
+from labcore.viz.style import LEGEND_BELOW, LEGEND_ROOM, TEMPLATE, byte_ticks, chunk_color, format_bytes
 
 DATA_COLOR, FLAG_COLOR, FENCE_COLOR = chunk_color(0), "#d62728", "#7f7f7f"
 PROTOCOL_COLORS = {"LL": chunk_color(1), "LL128": chunk_color(2), "Simple": chunk_color(0)}
@@ -111,9 +111,9 @@ def protocol_times(op: str, machine: tuner.Machine, sizes=None, *, title: str | 
                            showarrow=False, xanchor="left", yanchor="bottom", font={"size": 11})
     fig.update_xaxes(**byte_ticks(df["size"]))
     fig.update_yaxes(type="log", title="predicted time (us)")
-    fig.update_layout(template=TEMPLATE, height=430, margin={"t": 90},
+    fig.update_layout(template=TEMPLATE, height=430 + LEGEND_ROOM - 60, margin={"t": 90, "b": LEGEND_ROOM},
                       title=title or f"{op} on {machine.name or f'{machine.ranks} ranks'}: time per protocol",
-                      legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(255,255,255,0.7)"})
+                      legend=LEGEND_BELOW)
     return fig
 
 
@@ -161,8 +161,8 @@ def channels_by_size(op: str, machines: dict, sizes=None) -> go.Figure:
                                  hovertemplate="%{x:.3s}B: %{y} channels, %{text}<extra></extra>"))
     fig.update_xaxes(**byte_ticks(sizes))
     fig.update_yaxes(title="channels launched", rangemode="tozero")
-    fig.update_layout(template=TEMPLATE, height=380, title=f"Channels NCCL launches for one {op}",
-                      legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(255,255,255,0.7)"})
+    fig.update_layout(template=TEMPLATE, height=380 + LEGEND_ROOM - 60, title=f"Channels NCCL launches for one {op}",
+                      legend=LEGEND_BELOW, margin={"b": LEGEND_ROOM})
     return fig
 
 

@@ -13,6 +13,10 @@ TEMPLATE = "plotly_white"
 # (markers, buffer cells) is chosen for the narrowest area the lab supports: a 1280 px browser window
 # with JupyterLab's file browser open leaves about 800 px for a cell's output.
 DESIGN_WIDTH = 800
+# Legends sit under the plot, in rows: inside it they cover the data of whichever curve runs there.
+# LEGEND_ROOM is the bottom margin (px) the x-axis title and two rows of legend take.
+LEGEND_BELOW = {"orientation": "h", "x": 0, "xanchor": "left", "y": -0.2, "yanchor": "top"}
+LEGEND_ROOM = 130
 
 
 def template_dict() -> dict:
@@ -52,3 +56,22 @@ def byte_ticks(sizes: Iterable[float]) -> dict:
     vals = [2.0 ** e for e in range(lo - lo % 2, hi + 1, step)]
     return {"type": "log", "tickvals": vals, "ticktext": [format_bytes(v) for v in vals],
             "title": {"text": "size (bytes)"}}
+
+
+def facet_titles(fig, unit: str = "bytes"):
+    """Name each facet of a plotly express figure by its value, not ``column=value``: sizes in bytes
+    (``size=67108864`` -> "64 MiB") or counts with their unit ("ranks=4" -> "4 ranks"). Returns the figure.
+
+    >>> import plotly.express as px
+    >>> fig = px.line(x=[1, 2, 1, 2], y=[1, 2, 3, 4], facet_col=[1024, 1024, 8192, 8192],
+    ...               labels={"facet_col": "size"})
+    >>> [a.text for a in facet_titles(fig).layout.annotations]
+    ['1 KiB', '8 KiB']
+    """
+    def name(a):
+        if "=" not in (a.text or ""):
+            return
+        value = a.text.split("=", 1)[1]
+        a.update(text=format_bytes(float(value)) if unit == "bytes" else f"{value} {unit}")
+    fig.for_each_annotation(name)
+    return fig

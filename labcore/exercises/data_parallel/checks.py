@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 
-from labcore.exercises.answers import as_items, as_number, as_text, safe_repr, type_name
+from labcore.exercises.answers import as_items, as_number, as_one_number, as_text, safe_repr, type_name
 from labcore.exercises.core import Incorrect, NotAttempted, _is_blank
 from labcore.exercises.data_parallel.reference import (
     CHECK_STEPS, DEEP_GRAD_BYTES, LR, PER_RANK, OverlappedBuckets, _accumulate, _finish_wait, _flat, _launch_async,
@@ -90,11 +90,43 @@ class _SourcesDiffer(Exception):
         self.sources = sources
 
 
+def _sent_recorder():
+    """A dispatch mode that notes every collective code under it issues, by whatever name it was called
+    (``dist.broadcast``, ``broadcast_object_list``, a ProcessGroup method: all reach c10d's dispatcher ops):
+    ``(op, root, bytes, dtype)``, root -1 for an op without one. ``paused`` hides the check's own calls."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from labcore import collectives
+
+    class Sent(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.log: list[tuple[str, int, int, str]] = []
+            self.paused = False
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func.name().split("::")[-1]
+            if func.namespace in _C10D and not self.paused and name not in ("wait_tensor", "barrier"):
+                tensors = [t for a in args[:1] for t in (a if isinstance(a, (list, tuple)) else [a])
+                           if hasattr(t, "element_size")]
+                root = int(args[2]) if name == "broadcast_" and len(args) > 2 else -1
+                dtype = str(tensors[0].dtype).replace("torch.", "") if tensors else ""
+                self.log.append((collectives.c10d_function(name), root,
+                                 sum(t.numel() * t.element_size() for t in tensors), dtype))
+            return func(*args, **(kwargs or {}))
+
+    return Sent()
+
+
+# c10d's dispatcher namespaces
+_C10D = ("c10d", "_c10d_functional", "c10d_functional")
+
+
 @contextlib.contextmanager
-def _same_source_broadcasts():
+def _same_source_broadcasts(sent):
     """While inside: before each ``dist.broadcast`` the ranks compare the source they name (an
-    all-gather of it) and, where they differ, all raise :class:`_SourcesDiffer` instead of
-    entering a broadcast that would never complete (each rank sends, none receives)."""
+    all-gather of it, hidden from ``sent``) and, where they differ, all raise :class:`_SourcesDiffer`
+    instead of entering a broadcast that would never complete (each rank sends, none receives)."""
     import operator
 
     import torch
@@ -113,7 +145,11 @@ def _same_source_broadcasts():
             return real(tensor, *args, **kwargs)          # no source, or not a rank: torch's own error
         mine = torch.tensor(named, dtype=torch.int64)
         everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
-        gather(everyone, mine, group=group)
+        sent.paused = True
+        try:
+            gather(everyone, mine, group=group)
+        finally:
+            sent.paused = False
         if any(not torch.equal(e, everyone[0]) for e in everyone):
             raise _SourcesDiffer([int(e[0]) for e in everyone])
         return real(tensor, *args, **kwargs)
@@ -126,19 +162,26 @@ def _same_source_broadcasts():
         dist.broadcast, c10d.broadcast = saved
 
 
-def _start_and_sync(sync):
-    """On every rank: build :func:`start_model` from this rank's own seed, run ``sync(model)``, and
-    return the model's state afterwards (parameters and buffers by name), or the sources the ranks
-    named when they did not agree on one."""
-    import torch.distributed as dist
+def _state(model) -> dict:
+    return {name: t.detach().clone() for name, t in model.state_dict().items()}
 
-    model = start_model(seed=dist.get_rank())
+
+def _start_and_sync(sync):
+    """On every rank: build :func:`start_model` from a seed this rank draws now (so every rank starts
+    from weights of its own that no other rank can rebuild, as when rank 0 alone has read the
+    checkpoint), run ``sync(model)``, and return the state before and after (parameters and buffers by
+    name) with the collectives it sent, or the sources the ranks named when they did not agree on one."""
+    import os
+
+    model = start_model(seed=int.from_bytes(os.urandom(4), "little"))
+    start = _state(model)
+    sent = _sent_recorder()
     try:
-        with _same_source_broadcasts():
+        with _same_source_broadcasts(sent), sent:
             sync(model)
     except _SourcesDiffer as differ:
         return {"sources": differ.sources}
-    return {"state": {name: t.detach().clone() for name, t in model.state_dict().items()}}
+    return {"start": start, "state": _state(model), "sent": sent.log}
 
 
 def _check_start(answer, cluster=None, world_size: int = 4, timeout: float = LIMIT_S):
@@ -152,7 +195,8 @@ def _check_start(answer, cluster=None, world_size: int = 4, timeout: float = LIM
 
 
 def _start_on(results: list, world_size: int) -> str:
-    """Compare every rank's state with rank 0's starting one; name the known mistakes."""
+    """Compare every rank's state with rank 0's starting one and look at what was sent; name the known
+    mistakes."""
     import torch
 
     sources = next((r["sources"] for r in results if "sources" in r), None)
@@ -163,17 +207,16 @@ def _start_on(results: list, world_size: int) -> str:
                         "waits for no one, the others wait for a source that never sends to them, and the call "
                         "never completes (the check stopped it before it began).")
     got = [r["state"] for r in results]
+    start = [r["start"] for r in results]
     model = start_model(0)
     params = [name for name, _ in model.named_parameters()]
     buffers = [name for name, _ in model.named_buffers()]
-    start = [{name: t.detach() for name, t in start_model(r).state_dict().items()} for r in range(world_size)]
 
     def same(a, b, names):
         return all(torch.equal(a[k], b[k]) for k in names)
 
     if all(same(g, start[0], params + buffers) for g in got):
-        return (f"All {world_size} ranks hold rank 0's {len(params)} parameters and {len(buffers)} buffers, "
-                "bit for bit.")
+        return _start_sent(results, start[0], len(params), len(buffers), world_size)
     agree = all(same(g, got[0], params) for g in got)
     if agree and same(got[0], start[0], params):
         off = [k for k in buffers if not all(torch.equal(g[k], start[0][k]) for g in got)]
@@ -192,7 +235,9 @@ def _start_on(results: list, world_size: int) -> str:
         if other is not None:
             raise Incorrect(f"every rank holds rank {other}'s starting parameters, not rank 0's.")
         raise Incorrect("every rank holds the same parameters, but not the ones rank 0 started with: they were "
-                        "made anew or changed on every rank, rank 0 included.")
+                        "made anew or changed on every rank, rank 0 included. (The check starts each rank from "
+                        "weights of its own that no seed rebuilds elsewhere, as when rank 0 alone has read a "
+                        "checkpoint: its values have to be sent.)")
     kept = [r for r in range(1, world_size) if same(got[r], start[r], params)]
     if kept:
         raise Incorrect(f"{'rank' if len(kept) == 1 else 'ranks'} {', '.join(map(str, kept))} still "
@@ -201,6 +246,28 @@ def _start_on(results: list, world_size: int) -> str:
                         "into a copy?).")
     spread = max(float((g[k].double() - got[0][k].double()).abs().max()) for g in got for k in params)
     raise Incorrect(f"after your code the ranks' parameters still differ from each other (by up to {spread:.3g}).")
+
+
+def _start_sent(results: list, state: dict, n_params: int, n_buffers: int, world_size: int) -> str:
+    """Every rank holds rank 0's state: refuse it unless broadcasts carried it, and carried its floating-point
+    tensors once (integer broadcasts are counts and shapes: DDP sends some, as broadcast_object_list does)."""
+    sent = results[0]["sent"]
+    if not any(op == "broadcast" for op, _, _, _ in sent):
+        others = sorted({op for op, _, _, _ in sent})
+        raise Incorrect(f"every rank holds rank 0's values, but no broadcast carried them (the recorder saw "
+                        f"{', '.join(others) or 'no collective'}). A broadcast sends rank 0's tensors once to each "
+                        "other rank; an all-reduce of rank 0's values with zeros, or an all-gather of every rank's "
+                        "model, moves the same values with more traffic and more to get wrong.")
+    floats = sum(t.numel() * t.element_size() for t in state.values() if t.is_floating_point())
+    sent_floats = sum(b for op, _, b, dtype in sent if op == "broadcast" and dtype.startswith(("float", "bfloat")))
+    if sent_floats > floats:
+        raise Incorrect(f"every rank holds rank 0's values, but the recorder saw broadcasts of {sent_floats} bytes of "
+                        f"floating-point tensors for a model whose parameters and running statistics take {floats}: "
+                        "some tensors were sent more than once.")
+    count = sum(op == "broadcast" for op, _, _, _ in sent)
+    moved = sum(b for op, _, b, _ in sent if op == "broadcast")
+    return (f"All {world_size} ranks hold rank 0's {n_params} parameters and {n_buffers} buffers, bit for bit, "
+            f"sent in {count} broadcast(s) from rank 0 ({moved} bytes).")
 
 
 # (1) one all-reduce per parameter
@@ -361,17 +428,17 @@ def _check_buckets(answer, cluster=None, world_size: int = 4, bucket_bytes: int 
 # (3) launched from hooks, overlapping backward
 class _Watched:
     """A collective's real handle, noting whether the learner waited on it (and whether that was
-    inside launch, before backward could go on) and whether the bucket was changed in place
-    before that (an all-reduce leaves the tensor's version counter alone; ``bucket /= n`` bumps it)."""
+    inside launch, before backward could go on) and whether the learner's code changed its bucket in
+    place before that (:func:`_in_place_watch` sets ``touched``)."""
 
-    def __init__(self, work, bucket, inside=None):
-        self.work, self.waited, self.touched, self.waited_inside = work, False, False, False
-        self._bucket, self._version = bucket, getattr(bucket, "_version", None)
+    def __init__(self, work, bucket, inside=None, watch=None):
+        self.work, self.waited, self.touched, self.waited_inside, self.settled = work, False, False, False, False
+        self.bucket = bucket
         self._inside = inside if inside is not None else [False]
+        if watch is not None:
+            watch.handles.append(self)
 
     def _note_wait(self):
-        if not self.waited and self._version is not None:
-            self.touched = self._bucket._version != self._version
         self.waited = True
         self.waited_inside = self.waited_inside or self._inside[0]
 
@@ -387,7 +454,9 @@ class _Watched:
 
 
 class _WatchedFuture:
-    """The Future of a watched handle: waiting on it counts as waiting on the handle."""
+    """The Future of a watched handle: waiting on it (or on a future chained to it with ``then``)
+    counts as waiting on the handle, and a ``then`` callback, which runs once the all-reduce is
+    complete, may change the bucket (DDP's communication hooks divide there)."""
 
     def __init__(self, future, watched):
         self.future, self.watched = future, watched
@@ -400,12 +469,55 @@ class _WatchedFuture:
         self.watched._note_wait()
         return self.future.value(*args, **kwargs)
 
+    def then(self, callback, *args, **kwargs):
+        watched = self.watched
+
+        def after(future):
+            watched.settled = True
+            return callback(future)
+        return _WatchedFuture(self.future.then(after, *args, **kwargs), watched)
+
     def __getattr__(self, name):
         return getattr(self.future, name)
 
 
+def _written(func, args: tuple, kwargs: dict):
+    """The tensors an op writes into (its schema's ``Tensor(a!)`` arguments, ``out=`` included)."""
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            value = args[i] if i < len(args) else kwargs.get(arg.name)
+            yield from (value if isinstance(value, (list, tuple)) else [value])
+
+
+def _in_place_watch():
+    """A dispatch mode, entered around the learner's launch and finish, that marks a watched handle
+    ``touched`` when the learner's code writes into its bucket's memory (``bucket /= n``, ``copy_``,
+    ``out=``, through a view or ``.data``) before waiting on it. It sees only the learner's thread: a
+    backend that finishes the reduction in its own (gloo divides for ``ReduceOp.AVG`` there) is not the
+    learner changing the bucket."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class InPlace(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.handles: list[_Watched] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func._schema.is_mutable and func.namespace not in _C10D:
+                memory = {t.untyped_storage().data_ptr() for t in _written(func, args, kwargs)
+                          if isinstance(t, torch.Tensor) and t.numel()}
+                for h in self.handles:
+                    if not (h.waited or h.settled) and h.bucket.untyped_storage().data_ptr() in memory:
+                        h.touched = True
+            return func(*args, **kwargs)
+
+    return InPlace()
+
+
 @contextlib.contextmanager
-def _watching_all_reduce(calls: list, inside: list):
+def _watching_all_reduce(calls: list, inside: list, watch):
     """While inside: ``dist.all_reduce`` notes every call (blocking or not) in ``calls`` and hands
     out :class:`_Watched` handles, so that a wait inside launch is seen whatever launch returns
     (the order of events, not timing: gloo may finish a small all-reduce before anyone waits)."""
@@ -420,7 +532,7 @@ def _watching_all_reduce(calls: list, inside: list):
         if not async_op or work is None:
             calls.append("blocking")
             return work
-        watched = _Watched(work, tensor, inside)
+        watched = _Watched(work, tensor, inside, watch)
         calls.append(watched)
         return watched
 
@@ -436,12 +548,13 @@ def _train_overlapped(launch, finish, bucket_bytes: int):
     model = make_model()
     handles, issued = [], []        # per bucket launched: what launch returned, what it issued
     inside, finished_in_launch = [False], set()
+    watch = _in_place_watch()
 
     def watched_launch(flat):
         calls = []
         inside[0] = True
         try:
-            with _watching_all_reduce(calls, inside):
+            with _watching_all_reduce(calls, inside, watch), watch:
                 work = launch(flat)
         finally:
             inside[0] = False
@@ -452,7 +565,7 @@ def _train_overlapped(launch, finish, bucket_bytes: int):
             handles.append(None)
             return None
         if not any(work is c for c in calls):
-            work = _Watched(work, flat, inside)
+            work = _Watched(work, flat, inside, watch)
         handles.append(work)
         return work
 
@@ -460,7 +573,8 @@ def _train_overlapped(launch, finish, bucket_bytes: int):
         if id(flat) in finished_in_launch:
             finished_in_launch.discard(id(flat))
         elif handle is not None:
-            finish(handle, flat)
+            with watch:
+                finish(handle, flat)
 
     hooked = OverlappedBuckets(model, bucket_bytes, watched_launch, checked_finish)
 
@@ -472,10 +586,11 @@ def _train_overlapped(launch, finish, bucket_bytes: int):
 
     frame = recorded_loop("overlapped", one_step).collectives()
     hooked.remove()
+    touched = sum(h is not None and (h.touched or any(c != "blocking" and c.touched for c in calls))
+                  for h, calls in zip(handles, issued))
     return dict(params=_flat(model), no_handle=sum(h is None for h in handles),
                 unwaited=sum(h is not None and not h.waited for h in handles),
-                all_reduces=int((frame["op"] == "all_reduce").sum()),
-                touched=sum(h is not None and h.touched for h in handles),
+                all_reduces=int((frame["op"] == "all_reduce").sum()), touched=touched,
                 blocking=sum(1 for calls in issued if "blocking" in calls),
                 waited_inside=sum(1 for calls in issued if any(c != "blocking" and c.waited_inside for c in calls)),
                 launched=len(issued))
@@ -597,14 +712,18 @@ def _accumulate_on(results: list, world_size: int) -> str:
     if min(calls) == 0:
         raise Incorrect("the recorder saw a step with no all-reduce at all: the gradients were never "
                         "synchronised, so every rank stepped with its own.")
-    if max(calls) >= micro and micro > 1 and max(sent) <= grad_bytes:
+    # the model fits in one bucket, so a step that synchronises once makes one all-reduce: a second one is
+    # already traffic the prompt's "as little as possible" rules out
+    if max(calls) > 1 and max(sent) <= grad_bytes:
         raise Incorrect(f"the recorder counted {max(calls)} all-reduces in a step, together {max(sent)} bytes: the "
                         "gradients crossed once, but piece by piece. The model fits in one bucket, which DDP "
                         "would send as one all-reduce.")
-    if max(calls) >= micro and micro > 1:
+    if max(calls) > 1:
+        when = ("after every micro-batch" if max(calls) >= micro else
+                f"after {max(calls)} of the {micro} micro-batches")
         raise Incorrect(f"the recorder counted {max(calls)} all-reduces in a step of {micro} micro-batches "
-                        "(the model fits in one bucket): the gradients were synchronised after every "
-                        "micro-batch, though only their sum at the end is needed.")
+                        f"(the model fits in one bucket): the gradients were synchronised {when}, though only "
+                        "their sum at the end is needed.")
     got = [r[0] for r in results]
     if max(calls) == 1 and any(float((g - got[0]).abs().max()) > 0 for g in got):
         raise Incorrect("the recorder saw one all-reduce a step, yet the ranks' parameters differ: it ran in a "
@@ -648,9 +767,9 @@ def _check_bytes_setup(grad_bytes, ranks) -> None:
 def _check_ddp_bytes(answer, grad_bytes: float = DEEP_GRAD_BYTES, ranks: int = DDP_RANKS):
     _check_bytes_setup(grad_bytes, ranks)
     grad_bytes, ranks = DEEP_GRAD_BYTES, DDP_RANKS
-    value = as_number(answer)
+    value = as_one_number(answer)
     if value is None or as_text(answer) is not None:
-        raise Incorrect(f"expected a number of bytes, got {type_name(answer)} {safe_repr(answer)}.")
+        raise Incorrect(f"expected a number of bytes (no quotes), got {type_name(answer)} {safe_repr(answer)}.")
     value = float(value)
     if not math.isfinite(value):
         raise Incorrect("expected a finite number of bytes.")
@@ -673,5 +792,5 @@ def _check_ddp_bytes(answer, grad_bytes: float = DEEP_GRAD_BYTES, ranks: int = D
     for factor, unit in _BYTE_UNITS:
         if math.isclose(value, want * factor, rel_tol=1e-3):
             raise Incorrect(f"that looks like the right amount in {unit}; the question asks for bytes.")
-    raise Incorrect("that is not what each rank sends per step. Count the steps of a ring all-reduce on "
-                    f"{ranks} ranks and the bytes each rank sends per step.")
+    raise Incorrect("that is not within 0.1% of what each rank sends per step. Count the steps of a ring "
+                    f"all-reduce on {ranks} ranks and the bytes each rank sends per step.")

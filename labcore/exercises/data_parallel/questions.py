@@ -36,11 +36,12 @@ __all__ = ["q_start", "q_average", "q_buckets", "q_overlap", "q_accumulate", "q_
 
 q_start = LiveExercise(
     "Start every replica from rank 0's model",
-    "Every rank builds the model from its own random seed (dp.start_model(seed=rank): an MLP with a "
-    "BatchNorm layer). Write sync_start(model): it runs on every rank before the first training step and "
-    "must leave every rank's model holding exactly rank 0's values, its parameters and its buffers (BatchNorm's "
-    "running statistics), in the model's own tensors. Check it with q_start.check(sync_start, cluster=cl): "
-    "it runs on the cluster's ranks, then on 3 and 5.",
+    "Every rank builds the model (dp.start_model: an MLP with a BatchNorm layer) from weights of its own; "
+    "real training starts from a checkpoint that only rank 0 has read. Write sync_start(model): it runs on "
+    "every rank before the first training step and must leave every rank's model holding exactly rank 0's "
+    "values, its parameters and its buffers (BatchNorm's running statistics), in the model's own tensors. "
+    "Check it with q_start.check(sync_start, cluster=cl): every rank starts from random weights no other rank "
+    "can rebuild, the check records what your code sends, and it runs on the cluster's ranks, then on 3 and 5.",
     checker=_check_start,
     hints=["One rank's tensors must reach every other rank unchanged: which collective of notebook 01 does "
            "exactly that?",
@@ -172,7 +173,7 @@ q_ddp_bytes = CustomExercise(
     "A DDP step all-reduces every gradient once. The model's gradients take G bytes. With a ring "
     "all-reduce on n ranks, how many bytes does each rank send per step? Answer for the model of "
     "this notebook (G and n are printed beside the question; they are also the defaults): "
-    "q_ddp_bytes.check(answer, grad_bytes=G, ranks=n).",
+    "q_ddp_bytes.check(answer, grad_bytes=G, ranks=n), with a number of bytes (within 0.1% counts as right).",
     checker=_check_ddp_bytes,
     hints=["A ring all-reduce is a reduce-scatter followed by an all-gather.",
            "Each phase takes n-1 steps; in each step a rank sends one chunk of G/n bytes."],

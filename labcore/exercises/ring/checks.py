@@ -119,6 +119,7 @@ def _traffic_recorder():
             super().__init__()
             self.sent: list[tuple[int, int]] = []        # (peer's global rank, bytes), in call order
             self.received: list[tuple[int, int]] = []
+            self.widest = 0                              # the widest element sent, in bytes
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             namespace, name = func.namespace, func.name().split("::")[-1]
@@ -131,6 +132,8 @@ def _traffic_recorder():
                         pass
                     nbytes = sum(t.numel() * t.element_size() for t in tensors)
                     (self.sent if name == "send" else self.received).append((peer, nbytes))
+                    if name == "send":
+                        self.widest = max([self.widest] + [t.element_size() for t in tensors])
                 elif name == "recv_any_source_":
                     raise CollectiveSwitchedOff("received from any source: name the sender (src=) so that the "
                                                 "check can see who talks to whom.")
@@ -173,7 +176,9 @@ def _torch_function_called() -> str | None:
 
 
 def _ring_on_rank(fn, numel: int, seed: int):
-    """Runs on every rank: the learner's fn on an integer-valued input, its traffic recorded."""
+    """Runs on every rank: the learner's fn on a random float32 input, its traffic recorded. The values
+    are fractional and of both signs, so a ring that sums in whole numbers (int32) or in half precision
+    is found out; they carry no order a wrong answer could lean on."""
     import torch
     import torch.distributed as dist
 
@@ -181,7 +186,7 @@ def _ring_on_rank(fn, numel: int, seed: int):
 
     rank = rank_info().rank
     g = torch.Generator().manual_seed(seed + rank)
-    x = torch.randint(-50, 50, (numel,), generator=g).to(torch.float32).to(device())
+    x = (torch.randn(numel, generator=g) * 20).to(device())
     want = x.clone()
     dist.all_reduce(want)                  # the check's own reference, before the recorder starts
     mine = x.clone()
@@ -195,7 +200,7 @@ def _ring_on_rank(fn, numel: int, seed: int):
     if _is_blank(got):
         return None
     return {"got": torch.as_tensor(got).detach().reshape(-1).cpu(), "want": want.cpu(),
-            "sent": traffic.sent, "received": traffic.received,
+            "sent": traffic.sent, "received": traffic.received, "widest": traffic.widest,
             "nbytes": x.numel() * x.element_size(), "element": x.element_size()}
 
 
@@ -270,20 +275,33 @@ def _check_neighbours(results: list[dict]) -> None:
                                     "more than its share.")
 
 
+# a float32 sum of n values taken in another order than dist.all_reduce's differs in its last bits only
+VALUE_RTOL, VALUE_ATOL = 1e-5, 1e-4
+
+
 def _check_values(results: list[dict]) -> None:
     n = len(results)
     for rank, res in enumerate(results):
         got, want = res["got"], res["want"]
         if got.shape != want.shape:
             raise Incorrect(f"rank {rank} returned {got.numel()} elements; its input had {want.numel()}.")
-        bad = np.flatnonzero((got != want).numpy())
+        if not got.dtype.is_floating_point:
+            raise Incorrect(f"rank {rank} returned {str(got.dtype).replace('torch.', '')} values for a float32 input: "
+                            "a sum kept in whole numbers drops every fraction on the way. Keep the tensor's dtype.")
+        close = _isclose(got.double(), want.double(), VALUE_RTOL, VALUE_ATOL)
+        bad = np.flatnonzero(~close)
         if bad.size:
             i = int(bad[0])
             bounds = [len(c) for c in np.array_split(np.arange(want.numel()), n)]
             chunk = int(np.searchsorted(np.cumsum(bounds), i, side="right"))
-            raise Incorrect(f"rank {rank}, element {i} (chunk {chunk} of {n}) holds {got[i].item():g} but "
-                            f"dist.all_reduce gives {want[i].item():g}; {bad.size} of {want.numel()} elements "
-                            f"differ on that rank.")
+            raise Incorrect(f"rank {rank}, element {i} (chunk {chunk} of {n}) holds {got[i].item():.6g} but "
+                            f"dist.all_reduce gives {want[i].item():.6g}; {bad.size} of {want.numel()} elements "
+                            f"differ on that rank (beyond float32 rounding).")
+
+
+def _isclose(a, b, rtol: float, atol: float) -> np.ndarray:
+    """Element-wise ``|a - b| <= atol + rtol |b|``, as a numpy bool array."""
+    return ((a - b).abs() <= atol + rtol * b.abs()).numpy()
 
 
 def _check_bytes(results: list[dict]) -> None:
@@ -299,7 +317,10 @@ def _check_bytes(results: list[dict]) -> None:
                             "travel with dist.send/recv or isend/irecv (code that goes around them is not a "
                             "ring the check can see).")
         if abs(sent - ring) > slack:
-            more = ("more: whole buffers instead of one chunk per step, or extra steps?" if sent > ring else
+            wider = res["widest"] > element
+            more = (f"more: it sends {res['widest']}-byte elements for a buffer of {element}-byte ones (a wider type "
+                    "than the buffer's), so every chunk takes more bytes than it holds." if wider else
+                    "more: whole buffers instead of one chunk per step, or extra steps?" if sent > ring else
                     "less: is a phase missing?")
             raise Incorrect(f"rank {rank} sent {sent} bytes of a {size}-byte buffer on {n} ranks; a ring "
                             f"all-reduce sends 2(n-1)/n x S = {ring:g} bytes per rank (one chunk of S/n in each "

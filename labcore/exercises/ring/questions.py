@@ -9,13 +9,14 @@ the mistakes each is tested with.
 """
 from __future__ import annotations
 
-from labcore.exercises.core import CustomExercise, FunctionExercise, ValueExercise, close_number
+from labcore.exercises.core import CustomExercise, FunctionExercise, close_number
 from labcore.exercises.live import LiveExercise
 from labcore.exercises.ring.mistakes import (
     _reduce_scatter_only, _ring_even_chunks, _ring_for_four_ranks, _ring_torch_chunk, _uses_all_reduce,
 )
 from labcore.exercises.ring.checks import _check_live, _check_schedule, _check_send_chunk
 from labcore.exercises.ring.reference import _busbw, ring_all_reduce, ring_steps
+from labcore.exercises.values import StatedValue
 
 __all__ = ["q_ring_bytes", "q_send_chunk", "q_ring_schedule", "q_ring_live", "q_busbw"]
 
@@ -92,8 +93,8 @@ q_ring_live = LiveExercise(
     "using only dist.send/dist.recv or dist.isend/dist.irecv between ring neighbours (reduce-scatter, "
     "then all-gather), in place or returning the result. Check it with "
     "q_ring_live.check(my_ring_all_reduce, cluster=cl): every rank compares your result with "
-    "dist.all_reduce on the same input, every collective is switched off while your code runs, and "
-    "the check records what each rank sends to whom; it runs on the cluster's ranks, then on 3 and 5 ranks "
+    "dist.all_reduce on the same input (random float32 values, so sums are not whole numbers), every "
+    "collective is switched off while your code runs, and the check records what each rank sends to whom; it runs on the cluster's ranks, then on 3 and 5 ranks "
     "with buffers that do not divide by the rank count. Your code may take 30 s on the ranks (the check's own "
     "set-up is not counted); a deadlock is reported then.",
     checker=_check_live,
@@ -111,7 +112,7 @@ q_ring_live = LiveExercise(
 )
 
 
-q_busbw = ValueExercise(
+q_busbw = StatedValue(
     "busbw from a measured time",
     "An all_reduce of {size} bytes on {ranks} ranks took {time_us:.1f} us. What is its busbw in "
     "GB/s, as nccl-tests reports it (GB = 1e9 bytes)?",

@@ -48,8 +48,11 @@ def _check_padding(answer):
 
     if not callable(answer):
         raise Incorrect("pass your function, e.g. q_padding.check(my_shard).")
+    g = torch.Generator().manual_seed(6)
     for numel, n in ((12, 4), (10, 4), (7, 3), (5, 8)):
-        flat = torch.arange(1.0, numel + 1)
+        # random fractional values, none zero: a shard built from its indices rather than from the
+        # tensor, or one that reorders it, cannot match them
+        flat = torch.randn(numel, generator=g, dtype=torch.float64) + 0.5
         try:
             shards = [learner_code(answer, flat.clone(), r, n) for r in range(n)]
         except NotImplementedError:
@@ -71,7 +74,7 @@ def _check_padding(answer):
         if joined.numel() < numel:
             raise Incorrect(f"for {numel} elements on {n} ranks your {n} shards hold {joined.numel()} elements "
                             "together: some elements belong to no rank.")
-        if not torch.equal(joined[:numel], flat):
+        if not torch.equal(joined[:numel].to(flat.dtype), flat):
             raise Incorrect(f"for {numel} elements on {n} ranks, putting the shards back in rank order does not give "
                             "the tensor back: rank r's shard should be the r-th piece, in order.")
         if joined.numel() >= numel + n or bool(joined[numel:].abs().sum()):
@@ -200,8 +203,9 @@ def _zero3_on_rank(fn):
     full = _zero3_full(model)
     first = frame[frame["step"] == 0]
     gathers = first[first["op"] == "all_gather"]
+    scatters = first[first["op"] == "reduce_scatter"]
     return dict(params=full, gathers=len(gathers), gathered=int(gathers["bytes"].sum()),
-                reduce_scatters=int((first["op"] == "reduce_scatter").sum()),
+                reduce_scatters=len(scatters), scattered=int(scatters["bytes"].sum()),
                 all_reduces=int((first["op"] == "all_reduce").sum()), kept=kept, gathered_apart=gathered_apart)
 
 
@@ -247,6 +251,14 @@ def _zero3_on(cl, answer, timeout: float) -> str:
                         f"{psi_bytes} bytes in {layers} layers: backward used weights kept from forward, so every "
                         "layer's full weights stayed in memory from its forward to its backward, which is what "
                         "stage 3 exists to avoid.")
+    if gathered > 2 * psi_bytes:
+        raise Incorrect(f"the recorder saw {calls} all-gathers moving {gathered} bytes in a step, for a model of "
+                        f"{psi_bytes} bytes in {layers} layers: a layer's full weights are needed twice a step (its "
+                        "forward, its backward), and every gather beyond that is traffic stage 3 pays for nothing.")
+    if r0["scattered"] > psi_bytes:
+        raise Incorrect(f"the recorder saw {r0['reduce_scatters']} reduce-scatters moving {r0['scattered']} bytes in "
+                        f"a step, for a model of {psi_bytes} bytes in {layers} layers: each layer's gradient is "
+                        "reduce-scattered once a step, and anything more is traffic for nothing.")
     if r0["all_reduces"]:
         raise Incorrect(f"the recorder saw {r0['all_reduces']} all-reduce(s) in a step: each rank needs only its "
                         "shard of the mean gradient, and an all-reduce delivers every rank the whole of it, moving "
@@ -271,16 +283,6 @@ def _row_parallel_on(cl, answer, timeout: float) -> str:
 
     world_size = cl.world_size
     results = _run_check(cl, _row_parallel_on_rank, answer, reference=row_parallel, timeout=timeout)
-    untracked = next(((rank, r["untracked"]) for rank, r in enumerate(results) if r["untracked"]), None)
-    if untracked:
-        rank, ops = untracked
-        name = collectives.c10d_function(ops[0])
-        raise Incorrect(f"rank {rank} called {name} on a tensor that needs a gradient, outside any autograd "
-                        "Function: autograd never sees a plain dist collective, so backward treats the tensor as if "
-                        "nothing had happened to it (torch warns 'an autograd kernel was not registered'). The "
-                        "gradients come out right here only because g's backward is the identity; the same pattern "
-                        "in f, whose backward must all-reduce, silently leaves each rank with its own gradient. "
-                        "Wrap the collective in an autograd Function whose backward says what its gradient is.")
     r0 = results[0]
     y, ref = r0["y"], r0["y_ref"]
     ops = set(r0["recording"].collectives()["op"])      # forward and backward together
@@ -290,6 +292,16 @@ def _row_parallel_on(cl, answer, timeout: float) -> str:
                         + (": the ranks' results were put side by side. Each rank's product covers only its "
                            "slice of the hidden units, so each is a partial sum of the whole output."
                            if gathered else "."))
+    untracked = next(((rank, r["untracked"]) for rank, r in enumerate(results) if r["untracked"]), None)
+    if untracked:
+        rank, names = untracked
+        name = collectives.c10d_function(names[0])
+        raise Incorrect(f"rank {rank} called {name} outside any autograd Function: autograd never sees a plain dist "
+                        "collective (nor one under torch.no_grad(), or on .data or a detached view), so backward "
+                        "treats the tensor as if nothing had happened to it. The gradients come out right here only "
+                        "because g's backward is the identity; the same pattern in f, whose backward must "
+                        "all-reduce, silently leaves each rank with its own gradient. Wrap the collective in an "
+                        "autograd Function whose backward says what its gradient is.")
     for rank, r in enumerate(results):
         if torch.allclose(r["y"], r["y_ref"], rtol=1e-9, atol=1e-12):
             continue
@@ -325,26 +337,37 @@ def _row_parallel_on(cl, answer, timeout: float) -> str:
     return "Outputs and gradients (b2's too) match the unsharded MLP on every rank."
 
 
-# c10d's dispatcher namespaces; _c10d_functional_autograd's ops carry their own backward
+# c10d's dispatcher namespaces (_c10d_functional_autograd's ops carry their own backward), and ops that move nothing
 _C10D = ("c10d", "_c10d_functional", "c10d_functional")
+_NO_TRAFFIC = ("wait_tensor", "barrier")
 
 
 def _row_parallel_on_rank(row):
-    """On every rank: :func:`tp_mlp` with the learner's ``row``, noting each collective it issues on a
-    tensor that needs a gradient while grad mode is on: one autograd cannot see (inside an autograd
-    Function's forward grad mode is off)."""
+    """On every rank: :func:`tp_mlp` with the learner's ``row``, noting each collective it issues outside
+    an autograd Function's ``apply`` (whose backward says what the collective's gradient is): one autograd
+    cannot see, whether grad mode was on, off (``torch.no_grad()``) or the tensor was ``.data`` or
+    detached, since the collective writes the same memory either way."""
+    import sys
+
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    apply = torch.autograd.Function.apply.__func__.__code__
     untracked = []
+
+    def inside_a_function() -> bool:
+        frame = sys._getframe(2)
+        while frame is not None:
+            if frame.f_code is apply:
+                return True
+            frame = frame.f_back
+        return False
 
     class Untracked(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func.namespace in _C10D and torch.is_grad_enabled():
-                tensors = [t for a in args for t in (a if isinstance(a, (list, tuple)) else [a])
-                           if isinstance(t, torch.Tensor)]
-                if any(t.requires_grad for t in tensors):
-                    untracked.append(func.name().split("::")[-1])
+            name = func.name().split("::")[-1]
+            if func.namespace in _C10D and name not in _NO_TRAFFIC and not inside_a_function():
+                untracked.append(name)
             return func(*args, **(kwargs or {}))
 
     def watched(h_shard, w2_shard, b2):

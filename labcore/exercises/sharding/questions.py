@@ -3,7 +3,7 @@ the mistakes each is tested with: :data:`q_padding`, :data:`q_sharded_step`,
 :data:`q_zero3_layer`, :data:`q_zero3_volume`, :data:`q_row_parallel`."""
 from __future__ import annotations
 
-from labcore.exercises.core import CustomExercise, ValueExercise
+from labcore.exercises.core import CustomExercise
 from labcore.exercises.live import LiveExercise
 from labcore.exercises.sharding.mistakes import (
     _AllReducedGradients, _GathersTwiceInForward, _KeepsWeights, _KeepsWeightsOnCtx, _LocalGradients,
@@ -16,6 +16,7 @@ from labcore.exercises.sharding.checks import (
     _check_padding, _check_row_parallel, _check_sharded_step, _check_zero3,
 )
 from labcore.exercises.sharding.reference import Zero3LinearFn, _zero_step, row_parallel, shard_of
+from labcore.exercises.values import StatedValue
 
 __all__ = ["q_padding", "q_sharded_step", "q_zero3_layer", "q_zero3_volume", "q_row_parallel"]
 
@@ -107,7 +108,7 @@ def _zero3_gb(psi, item, ranks, collectives=3, share=True, unit=1e9):
     return collectives * ((ranks - 1) / ranks if share else 1) * psi * item / unit
 
 
-q_zero3_volume = ValueExercise(
+q_zero3_volume = StatedValue(
     "ZeRO-3's traffic",
     "The table above gives each stage's volume in units of Ψ, for this notebook's small model on 4 ranks. Now a "
     "real job: a model of Ψ = {psi:.0e} parameters in bfloat16 ({item} bytes each), trained with ZeRO-3 on {ranks} "
@@ -142,7 +143,7 @@ q_zero3_volume = ValueExercise(
     correct_example=_zero3_gb(7e9, 2, 64),
     wrong_examples=[3, _zero3_gb(7e9, 2, 64, collectives=2), _zero3_gb(7e9, 2, 64, collectives=4),
                     _zero3_gb(7e9, 2, 64, share=False), _zero3_gb(7e9, 1, 64), "41.3", True, 2.5],
-    expects="a number of GB",
+    form="a number of GB",
 )
 
 
