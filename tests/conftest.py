@@ -103,6 +103,13 @@ def pytest_configure(config):
         tempfile.tempdir = None
     _PROGRESS_DIR[:] = [tempfile.mkdtemp(prefix="labcore-test-progress-"), os.environ.get("LABCORE_PROGRESS")]
     os.environ["LABCORE_PROGRESS"] = os.path.join(_PROGRESS_DIR[0], "progress.jsonl")
+    # A check of a learner's function runs in a process forked from the checker's template, which a notebook
+    # starts at its first such check (labcore.exercises.checker); the session starts it here, as the kernel
+    # would, so that a fast test checking a function reuses it instead of starting a process of its own
+    from labcore.exercises import checker
+
+    if worker or not getattr(config.option, "numprocesses", None):        # not xdist's controller: it checks nothing
+        checker.start()
 
 
 def _remove_and_restore(made: list, variable: str) -> None:
@@ -122,6 +129,9 @@ def _remove_and_restore(made: list, variable: str) -> None:
 def pytest_unconfigure(config):
     import tempfile
 
+    from labcore.exercises import checker
+
+    checker.stop()
     _remove_and_restore(_PROGRESS_DIR, "LABCORE_PROGRESS")
     _remove_and_restore(_WORKER_TMP, "TMPDIR")
     tempfile.tempdir = None
