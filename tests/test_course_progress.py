@@ -60,12 +60,14 @@ def test_off_records_nothing(tmp_path, monkeypatch):
     assert tracking.attempts() == [] and not list(tmp_path.iterdir())
 
 
-def test_the_file_keeps_only_the_latest_attempts(learner_file, monkeypatch, capsys):
-    monkeypatch.setattr(tracking, "MAX_ATTEMPTS", 5)
-    for answer in range(12):
+def test_a_full_file_keeps_its_history_and_records_no_more(learner_file, monkeypatch, capsys):
+    for answer in range(3):
         q_all_reduce.check(answer)
-    rows = tracking.attempts()
-    assert len(rows) == 5 and [r["status"] for r in rows][-2:] == ["correct", "incorrect"]     # 10, then 11
+    size = learner_file.stat().st_size
+    monkeypatch.setattr(tracking, "MAX_FILE_BYTES", size + 10)
+    with pytest.warns(tracking.ProgressWarning, match="no more are recorded"):
+        q_all_reduce.check(10)
+    assert learner_file.stat().st_size == size and len(tracking.attempts()) == 3      # nothing rewritten or cut
 
 
 def test_a_failure_to_write_never_breaks_a_check(tmp_path, monkeypatch, capsys):
@@ -76,11 +78,12 @@ def test_a_failure_to_write_never_breaks_a_check(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().out.strip() == "All-reduce by hand: correct!"
 
 
-def test_a_corrupt_or_foreign_file_is_read_around(learner_file, capsys):
+def test_a_corrupt_or_foreign_file_is_read_around_and_its_bad_lines_named(learner_file, capsys):
     learner_file.parent.mkdir(parents=True)
     learner_file.write_text('not json\n{"status": "correct"}\n[1, 2]\n')
     q_all_reduce.check(10)
-    assert [r["exercise"] for r in tracking.attempts()] == ["operations.q_all_reduce"]
+    with pytest.warns(tracking.ProgressWarning, match=r"line 1 \(not JSON\), line 2 .*, line 3 \(not an attempt\)"):
+        assert [r["exercise"] for r in tracking.attempts()] == ["operations.q_all_reduce"]
 
 
 def test_writers_at_once_lose_no_attempt(learner_file, capsys):
@@ -96,9 +99,9 @@ def test_writers_at_once_lose_no_attempt(learner_file, capsys):
     assert len(tracking.attempts()) == 100
 
 
-def test_an_exercise_of_no_notebook_is_recorded_under_its_title(learner_file, capsys):
+def test_an_exercise_of_no_notebook_is_not_recorded(learner_file, capsys):
     ValueExercise("Made up here", "1 + 1?", expected=2).check(2)
-    assert [(r["exercise"], r["notebook"]) for r in tracking.attempts()] == [("Made up here", "")]
+    assert tracking.attempts() == [] and not learner_file.exists()
 
 
 def test_the_learners_table_has_a_row_per_notebook(learner_file, capsys):
@@ -150,7 +153,7 @@ def test_forty_learners_still_fit_the_window(tmp_path):
 
 
 def test_the_class_view_refuses_what_is_not_a_progress_file(tmp_path):
-    with pytest.raises(ValueError, match="not a progress file"):
+    with pytest.raises(ValueError, match="no progress file at"):
         lc.course.class_view([tmp_path / "missing.jsonl"])
     with pytest.raises(ValueError, match="one or more"):
         lc.course.class_view([])
