@@ -8,7 +8,8 @@ Two nbgrader preprocessors, which ``nbgrader_config.py`` (:mod:`labcore.course.g
   submission's folder, a private HOME and TMPDIR, the student release without its checks on its
   path (:func:`labcore.course.release.graded_copy`), another user when root, Landlock where the
   kernel has it. Other submissions, the gradebook, the course folder and the instructor's source are
-  out of its reach; every process it leaves is ended when the notebook is done;
+  out of its reach; every process it leaves is ended when the notebook is done. A notebook that ends
+  its own kernel is graded on the cells that ran (nbgrader alone would drop the whole submission);
 - :class:`JudgeHandIns` then reads each locked test cell's hand-in from its output and replaces
   that output with the verdict of :func:`labcore.course.judge.judge_answer`: a stream for a right answer, an
   error for anything else, which nbgrader's ``SaveAutoGrades`` turns into the cell's points.
@@ -25,9 +26,12 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.utils import run_sync
+from nbclient.exceptions import DeadKernelError
 from nbformat.v4 import new_output
 from traitlets import Enum, Unicode
 
@@ -83,11 +87,16 @@ class JailedExecute(Execute):
     def preprocess(self, nb, resources, km=None):
         folder = Path(resources.get("metadata", {}).get("path") or ".")
         jail = _notebook_jail(self.release, self.isolation, folder)
+        kernel = nb.metadata.get("kernelspec", {}).get("name", "python3")
+        manager = JailedKernelManager(jail, kernel_name=kernel, config=self.config)
         try:
-            kernel = nb.metadata.get("kernelspec", {}).get("name", "python3")
-            manager = JailedKernelManager(jail, kernel_name=kernel, config=self.config)
             return super().preprocess(nb, resources, km=manager)
+        except DeadKernelError:                      # the notebook ended its kernel: graded on the cells that ran
+            self.log.warning("the kernel died while running %s; the cells after it did not run", folder)
+            return self.nb, self.resources
         finally:
+            if manager.has_kernel:                   # a manager handed in is ours to shut down, not nbclient's
+                run_sync(manager.shutdown_kernel)(now=True)
             jail.close()
 
 
@@ -153,8 +162,9 @@ def _preflight(course: Path) -> None:
                                    f"chmod 700 {course}")
 
 
-def autograde(course, name: str = "lab", students=()) -> str:
-    """``nbgrader autograde`` for ``course`` (confined, judged); returns nbgrader's last line."""
+def autograde(course, name: str = "lab", students=()):
+    """``nbgrader autograde`` for ``course`` (confined, judged); returns the gradebook's table
+    (:func:`labcore.course.grading.read_grades`)."""
     course = Path(course)
     if not (course / "nbgrader_config.py").is_file() or not (course / "lab_release").is_dir():
         raise ValueError(f"{course} is not a course folder of the lab: write one with python -m labcore course "
@@ -164,9 +174,13 @@ def autograde(course, name: str = "lab", students=()) -> str:
     for student in students:
         argv += ["--student", student]
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    done = subprocess.run(argv, cwd=course, env=env, capture_output=True, text=True)
-    lines = (done.stdout + done.stderr).strip().splitlines() or ["no output"]
+    with tempfile.TemporaryFile("w+") as log:        # a file, not a pipe: nothing left holding it can stall us
+        done = subprocess.run(argv, cwd=course, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+        log.seek(0)
+        lines = log.read().strip().splitlines() or ["no output"]
     if done.returncode != 0:
         errors = [line for line in lines if "ERROR" in line or "Error" in line] or lines
         raise ValueError(f"nbgrader autograde failed: {errors[-1].strip()[:300]}")
-    return lines[-1]
+    from labcore.course.grading import read_grades
+
+    return read_grades(course, name)

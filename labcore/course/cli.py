@@ -41,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("course", help="the nbgrader course folder to write (new or empty)")
     a.add_argument("--notebooks", nargs="+", default=["01", "03"], metavar="NN", help="notebook numbers (default: 01 03)")
     a.add_argument("--name", default="lab", help="the assignment's name (default: lab)")
+    a.add_argument("--release", metavar="DIR", help="a student release built already (course build), copied in; "
+                                                    "default: build one")
     t = sub.add_parser("autograde", help="nbgrader autograde, each notebook confined and each answer judged apart")
     t.add_argument("course", help="the nbgrader course folder (written by course assignment)")
     t.add_argument("--name", default="lab", help="the assignment's name (default: lab)")
@@ -71,13 +73,15 @@ def _run(args) -> int:
     elif args.command == "assignment":
         from labcore.course.grading import make_assignment
 
-        source = make_assignment(args.course, args.notebooks, name=args.name)
+        source = make_assignment(args.course, args.notebooks, name=args.name, release=args.release)
         print(f"nbgrader source written to {source}; next: cd {args.course} && nbgrader generate_assignment {args.name}")
     elif args.command == "autograde":
         from labcore.course.autograde import autograde, describe_protection
 
         print(f"grading each notebook confined: {describe_protection()}")
-        print(autograde(args.course, args.name, args.student))
+        grades = autograde(args.course, args.name, args.student)
+        with pd.option_context("display.width", 200):
+            print(grades.groupby("student")[["score", "max_score"]].sum().to_string())
     else:
         from labcore.course.grading import read_grades
 

@@ -156,7 +156,7 @@ def _notebook_paths(root: Path, numbers) -> list[Path]:
     return paths
 
 
-def make_assignment(course, notebooks=("01", "03"), name: str = "lab", root=None) -> Path:
+def make_assignment(course, notebooks=("01", "03"), name: str = "lab", root=None, release=None) -> Path:
     """Write an nbgrader course folder for ``notebooks``; returns ``course/source/<name>``.
 
     Besides nbgrader's files it holds ``lab_release/``, the student release the graded notebooks import,
@@ -168,6 +168,7 @@ def make_assignment(course, notebooks=("01", "03"), name: str = "lab", root=None
     notebooks : notebook numbers ("01", 3, ...).
     name : the assignment's name.
     root : where the notebooks are (default: the lab's repository).
+    release : a student release built already (``python -m labcore course build``), copied in; default: build one.
     """
     import nbformat
 
@@ -186,9 +187,22 @@ def make_assignment(course, notebooks=("01", "03"), name: str = "lab", root=None
         if not exercise_cells(nb):
             raise ReleaseError(f"{path.name} has no exercise cell (q_x.check(...)): nothing to grade")
         nbformat.write(_graded(nb, path.name), source / path.name)
-    build_release(course / RELEASE)
+    if release is None:
+        build_release(course / RELEASE)
+    else:
+        _copy_release(Path(release), course / RELEASE)
     course.chmod(0o700)                                   # the grading user must not read the course
     return source
+
+
+def _copy_release(release: Path, target: Path) -> None:
+    import shutil
+
+    from labcore.exercises.setting import MARKER
+
+    if not (release / "labcore" / "exercises" / MARKER.name).is_file():
+        raise ReleaseError(f"{release} is not a student release: build one with python -m labcore course build")
+    shutil.copytree(release, target, symlinks=False, ignore=shutil.ignore_patterns("__pycache__"))
 
 
 def read_grades(course, name: str = "lab"):
@@ -210,7 +224,7 @@ def read_grades(course, name: str = "lab"):
                                f"or run nbgrader autograde {name} again")
     rows = []
     try:
-        with Gradebook(f"sqlite:///{db}") as gb:
+        with Gradebook(f"sqlite:///file:{db.resolve()}?mode=ro&uri=true") as gb:      # read: never written
             try:
                 assignment = gb.find_assignment(name)
             except MissingEntry:

@@ -43,12 +43,14 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Jail", "protections", "landlock_abi", "command", "isolated_python", "kill_user", "main", "IsolationError"]
+__all__ = ["Jail", "protections", "landlock_abi", "command", "isolated_python", "kill_user", "adopt_orphans", "main",
+           "IsolationError"]
 
 # Landlock's system calls (the same numbers on every architecture) and its rights (linux/landlock.h)
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 38, 24, 47, 4
+_PR_SET_CHILD_SUBREAPER = 36
 _EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 _TRUNCATE, _IOCTL_DEV = 1 << 14, 1 << 15
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
@@ -182,6 +184,8 @@ class Jail:
     pythonpath: list = field(default_factory=list)
     env: dict = field(default_factory=dict)
     confine: bool = True
+    before: set = field(default_factory=set)
+    owned: list = field(default_factory=list)
 
     @classmethod
     def fresh(cls, parent: str | None = None, confine: bool = True, **options) -> "Jail":
@@ -199,8 +203,9 @@ class Jail:
         uid = None
         while can["user"] and (uid is None or not _no_account(uid)):
             uid = _UID_FIRST + secrets.randbelow(_UID_SPAN)
+        adopt_orphans()
         jail = cls(work=work, uid=uid, no_caps=uid is None and can["capabilities"], landlock=can["landlock"],
-                   confine=confine, **options)
+                   confine=confine, before=_children(), **options)
         for sub in ("home", "tmp", "work"):
             (work / sub).mkdir()
         jail.give(work / "home", work / "tmp", work / "work")
@@ -237,16 +242,41 @@ class Jail:
         return argv + ["--"]
 
     def close(self) -> None:
-        """End every process the jail's user still runs, and remove its folder."""
+        """End every process started since the jail was made (this process adopts the orphans of what it
+        starts, so a process that left its parent is found too), every process of the jail's user, and
+        remove its folder (and the folders it was given to remove, ``owned``)."""
         if self.uid is not None:
             kill_user(self.uid)
-        shutil.rmtree(self.work, ignore_errors=True)
+        for pid in _children() - self.before:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+        for path in [self.work, *self.owned]:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def isolated_python(path: list, code: str) -> list[str]:
     """``python -I -c code`` with ``path`` first on sys.path: no environment variable, user site or
     current folder (a submission's ``numpy.py``) decides what it imports."""
     return [sys.executable, "-I", "-c", f"import sys; sys.path[:0] = {[str(p) for p in path]!r}; {code}"]
+
+
+def adopt_orphans() -> None:
+    """Make this process the reaper of its descendants' orphans (Linux): what a confined process starts and
+    leaves behind becomes this process's child, found and ended by :meth:`Jail.close`."""
+    if sys.platform.startswith("linux"):
+        _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _children() -> set[int]:
+    """Every process below this one (children, theirs, ...)."""
+    import psutil
+
+    try:
+        return {p.pid for p in psutil.Process().children(recursive=True)}
+    except psutil.Error:
+        return set()
 
 
 def command(jail: Jail | None, argv: list[str], cwd: str | None = None) -> list[str]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import inspect
 import json
 import os
@@ -47,6 +48,7 @@ __all__ = ["judge_answer", "Verdict", "main", "NONLIVE_S", "LIVE_S"]
 NONLIVE_S = 120.0       # a check without ranks: start-up, imports, the sandbox, beyond the exercise's own limit
 LIVE_S = 900.0          # a live check: three clusters started (4, 3 and 5 ranks) and the learner's calls on them
 _RESERVED = ("cluster", "timeout", "world_size")      # what a check takes that a notebook does not decide
+_PR_SET_DUMPABLE = 4
 
 
 class Verdict(NamedTuple):
@@ -73,12 +75,14 @@ def judge_answer(payload: str, *, expected: str, jail: Jail | None = None, relea
     if timeout is None:
         timeout = LIVE_S if live else NONLIVE_S + _limit(expected)
     read_end, write_end = os.pipe()
-    root = _root()
+    code = f"from labcore.course.judge import main; main({write_end})"
     if live and jail is not None:                 # its ranks run the learner's code: the judge goes in the jail
-        root = _judge_copy(jail)
-    argv = isolated_python([root], f"from labcore.course.judge import main; main({write_end})")
-    if live:
-        argv = command(jail, argv)
+        copy_ = _judge_copy(jail)
+        inside = dataclasses.replace(jail, pythonpath=[copy_], read=[*jail.read, copy_])
+        # -P: no current folder on the path; PYTHONPATH (set by the jail) reaches the forkserver and ranks too
+        argv = command(inside, [sys.executable, "-s", "-P", "-c", code])
+    else:
+        argv = isolated_python([_root()], code)
     options = json.dumps(dict(expected=expected, release=release, jail=_jail_spec(jail) if not live else None))
     with tempfile.TemporaryFile() as errors:
         try:
@@ -127,13 +131,15 @@ def _read(fd: int, timeout: float) -> bytes | None:
 
 
 def _judge_copy(jail: Jail) -> str:
-    """A read-only copy of the lab's package in the jail's folder, for a judge that runs inside it."""
+    """A copy of the lab's package beside the jail's folder (read-only inside the jail: the ranks of a live
+    check, which run the learner's code, cannot change the judge's modules), removed with the jail."""
     import shutil
 
-    target = jail.work / "judge"
+    target = Path(str(jail.work) + "-judge")
     if not target.exists():
         shutil.copytree(Path(_root()) / "labcore", target / "labcore",
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "STUDENT", "*.bin"))
+        jail.owned.append(target)
     return str(target)
 
 
@@ -143,12 +149,19 @@ def _jail_spec(jail: Jail | None):
 
 
 def _exercise(name: str):
-    from labcore.course.catalog import all_exercises
+    """The catalog's exercise ``name`` ("operations.q_all_reduce"), importing its module alone."""
+    import importlib
 
-    found = all_exercises().get(name)
-    if found is None:
+    from labcore.course.catalog import NOTEBOOK_OF, PREFIX
+    from labcore.exercises.core import Exercise
+
+    short, _, var = str(name).partition(".")
+    found = None
+    if short in NOTEBOOK_OF and var.startswith("q_") and var.isidentifier():
+        found = getattr(importlib.import_module(PREFIX + short), var, None)
+    if not isinstance(found, Exercise):
         raise LookupError(f"{name!r} is not an exercise of the lab")
-    return found[1]
+    return found
 
 
 def _is_live(name: str) -> bool:
@@ -167,7 +180,13 @@ def _limit(name: str) -> float:
 
 # -- the judge process -------------------------------------------------------------------------------
 def main(fd: int) -> None:
-    """The judge process: options and payload on stdin, the verdict (JSON) on ``fd``."""
+    """The judge process: options and payload on stdin, the verdict (JSON) on ``fd``. Not dumpable: what a
+    live check's ranks run cannot trace it or read its memory, and its verdict's pipe goes to no child."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    os.set_inheritable(fd, False)
     out = os.fdopen(fd, "w")
     options = json.loads(sys.stdin.readline())
     payload = sys.stdin.read()
@@ -199,6 +218,9 @@ def _verdict(payload: str, options: dict) -> Verdict:
     if data.get("exercise") != expected:
         return Verdict("incorrect", f"the cell handed in an answer to {data.get('exercise')!r}, not to {expected!r}")
     q = copy.copy(_exercise(expected))
+    if isinstance(answer, codec.Sourced) and answer.kind == "opaque":
+        return Verdict("incorrect", f"{q.title}: not quite. Your answer is a {answer.spec['type']}, which the grader "
+                                    f"cannot receive ({answer.spec['why']}); this question takes {q.expects}.")
     _set_state(q, state)
     name = own.refused(answer, own.lab_answers(q))
     if name is not None:

@@ -39,7 +39,9 @@ import inspect
 import json
 import linecache
 import math
+import os
 import sys
+import sysconfig
 import textwrap
 import types
 from typing import Any
@@ -115,6 +117,9 @@ def _arrays_and_code(value, depth: int, seen: dict) -> Any:
         return {"module": value.__name__}
     if t is types.FunctionType or isinstance(value, type):
         return _code(value, depth, seen)
+    wrapped = getattr(value, "__wrapped__", None) if callable(value) else None
+    if type(wrapped) is types.FunctionType:           # a decorated function: its source holds the decorator
+        return _code(wrapped, depth, seen)
     return _opaque(value, "not data the grader can receive")
 
 
@@ -144,12 +149,27 @@ def _opaque(value, why: str) -> dict:
     return {"opaque": [type(value).__name__, shown, why]}
 
 
+def _installed(module) -> bool:
+    """Whether a module comes with Python or an installed package (the lab's own included), not from the
+    notebook's folder: only those are found again where the answer is checked."""
+    path = getattr(module, "__file__", None)
+    if path is None:
+        return module is not None                           # built into the interpreter
+    path = os.path.realpath(path)
+    roots = {os.path.realpath(p) for key in ("stdlib", "platstdlib", "purelib", "platlib")
+             for p in [sysconfig.get_paths().get(key)] if p}
+    lab = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    return path.startswith(lab + os.sep) or any(path.startswith(r + os.sep) for r in roots)
+
+
 def _importable(value) -> tuple[str, str] | None:
-    """(module, qualname) when ``value`` is found again by importing it (not the notebook's own)."""
+    """(module, qualname) when ``value`` is found again by importing it from an installed module."""
     module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str) or module == "__main__" or "<" in qualname:
         return None
     found = sys.modules.get(module)
+    if not _installed(found):
+        return None
     for part in qualname.split("."):
         found = getattr(found, part, None)
     return (module, qualname) if found is value else None
@@ -226,30 +246,39 @@ def _source(value) -> str | None:
     if isinstance(value, type):
         return _class_source(value)
     try:
-        text = textwrap.dedent(inspect.getsource(value))
+        lines, _ = inspect.getsourcelines(value)
     except (OSError, TypeError):
         return None
     if value.__name__ != "<lambda>":
-        return text
-    return _lambda_source(text, value.__code__)
+        return textwrap.dedent("".join(lines))
+    return _lambda_source("".join(lines), value.__code__)
 
 
 def _lambda_source(text: str, code: types.CodeType) -> str | None:
-    """The one lambda of ``text`` whose body starts where ``code``'s does."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
+    """The lambda of ``text`` whose body starts where ``code``'s does: the longest piece from its
+    ``lambda`` on that parses as one expression (the lines around it need not parse)."""
+    positions = [p for p in code.co_positions() if p[0] is not None and p[2] is not None and p[3] > p[2]]
+    if not positions:
+        return None
+    line, column = min((p[0], p[2]) for p in positions)
+    lines = text.splitlines()
+    row = line - code.co_firstlineno
+    if not 0 <= row < len(lines):
+        return None
+    start = lines[row].rfind("lambda", 0, column)
+    if start < 0:
+        return None
+    rest = "\n".join([lines[row][start:], *lines[row + 1:]])
+    for end in range(len(rest), 0, -1):
+        if end < len(rest) and rest[end] not in "),]}\n":
+            continue
         try:
-            tree = ast.parse("(" + text.strip().rstrip(",:\\") + ")")
-            text = "(" + text.strip().rstrip(",:\\") + ")"
+            node = ast.parse(f"({rest[:end]})", mode="eval").body
         except SyntaxError:
-            return None
-    lambdas = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)]
-    if len(lambdas) > 1:
-        positions = [p for p in code.co_positions() if p[2] is not None]
-        column = positions[0][2] if positions else None
-        lambdas = [n for n in lambdas if n.body.col_offset == column] or lambdas[:0]
-    return ast.get_source_segment(text, lambdas[0]) if len(lambdas) == 1 else None
+            continue
+        if isinstance(node, ast.Lambda):
+            return rest[:end]
+    return None
 
 
 def _class_source(cls) -> str | None:

@@ -70,7 +70,10 @@ def same_code(a: types.CodeType, b: types.CodeType, _depth: int = 0) -> bool:
         return False
     if len(a.co_consts) != len(b.co_consts):
         return False
-    for x, y in zip(a.co_consts, b.co_consts):
+    consts = zip(a.co_consts, b.co_consts)
+    if _depth == 0 and a.co_consts and all(type(c) in (str, type(None)) for c in (a.co_consts[0], b.co_consts[0])):
+        next(consts)                         # a function's docstring (or its None): a copy may drop or reword it
+    for x, y in consts:
         if type(x) is types.CodeType or type(y) is types.CodeType:
             if not same_code(x, y, _depth + 1):
                 return False
@@ -139,7 +142,9 @@ def _calls(answer, labs: list) -> Any:
     scope = getattr(answer, "__globals__", None)
     if type(answer) is not types.FunctionType or type(scope) is not dict:
         return None
-    names = set()
+    cells = zip(answer.__code__.co_freevars, answer.__closure__ or ())
+    scope = {**scope, **{name: _contents(cell) for name, cell in cells}}     # what a function defined in one closes over
+    names = set(answer.__code__.co_freevars)
     for code in _codes(answer):
         names |= _names(code)
     reaches_lab = any(n == "labcore" or n.startswith("labcore.") for n in names)
@@ -154,6 +159,13 @@ def _calls(answer, labs: list) -> Any:
         if reaches_lab and wanted in names and wanted not in scope:      # imported from labcore inside the function
             return lab
     return None
+
+
+def _contents(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:              # a cell not filled yet
+        return None
 
 
 def _items(answer) -> list:
@@ -216,7 +228,7 @@ def _names_lab(sourced, labs: list) -> str | None:
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
                 and (n.module or "").startswith("labcore") for a in n.names}
     glob = {}
-    for name, value in sourced.spec.get("globals", {}).items():
+    for name, value in {**sourced.spec.get("globals", {}), **sourced.spec.get("closure", {})}.items():
         try:
             item = decode(value)
         except ValueError:

@@ -28,7 +28,7 @@ import importlib
 import sys
 from typing import Any
 
-from labcore.exercises import checker, sealed
+from labcore.exercises import checker, sealed, setting
 from labcore.exercises.core import _NOTHING, Exercise, Result
 
 __all__ = ["Question"]
@@ -49,9 +49,14 @@ class Question(Exercise):
     def __init__(self, name: str, full: str, title: str, prompt: str, *, given: dict | None = None,
                  live: bool = False, **kwargs: Any):
         super().__init__(title, prompt, **kwargs)
+        del self.correct_example, self.wrong_examples, self._solution      # a face holds no answer, not even empty
         self.name, self.full, self.live = name, full, live
         self.given = dict(given or {})
         self._state: dict = {}
+
+    def solution(self) -> None:
+        """A student release has no solutions: one line saying so."""
+        print(f"{self.title}: {setting.SOLUTION_OFF}")
 
     def given_values(self, **given: Any) -> "Question":
         """Set the numbers the question is about (e.g. a measured time); returns self."""

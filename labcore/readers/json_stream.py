@@ -5,10 +5,11 @@ more for a file of tiny records (``{}`` is 3 bytes of text and about 70 of objec
 reads a top-level object whose one big field is a list of records (a Kineto trace's ``traceEvents``):
 
 1. **a structural scan** (numpy, a quarter MiB at a time, strings and escapes honoured) finds where
-   each top-level field's value ends, the largest record and the nesting depth, holding nothing
-   of the document;
-2. the document is then read as text one record at a time (``raw_decode``); a record is kept only
-   if ``keep`` returns something, and what is kept is counted against the budget.
+   each top-level field's value ends, the largest record, the nesting depth and, in each quarter
+   MiB, a comma between two records, holding nothing of the document;
+2. the records are then decoded a batch at a time (``json.loads`` of the records between two of
+   those commas, a slice small enough for the budget, at C speed); a record is kept only if ``keep``
+   returns something, and what is kept is counted against the budget.
 
 Refused in one line, before the memory is spent: a document nested too deeply, a record so large
 that reading it alone could pass the budget, more kept than the budget, a top-level field other
@@ -45,11 +46,13 @@ _WS = " \t\n\r"
 
 class Layout:
     """What the scan found: ``ends`` {start: end} of each top-level field's container value (byte offsets,
-    end inclusive), the largest container inside one (``largest``, bytes), ``ascii``."""
+    end inclusive), the largest container inside one (``largest``, bytes), ``cuts`` (a comma between two
+    records, at most one a quarter MiB, in order), ``ascii``."""
 
     def __init__(self):
         self.ends: dict[int, int] = {}
         self.largest = 0
+        self.cuts: list[int] = []
         self.ascii = True
 
 
@@ -75,19 +78,25 @@ def layout(data, depth_limit: int = MAX_DEPTH) -> Layout:
         if len(after) and (after.min() < 0 or after.max() > depth_limit):
             raise ValueError("is JSON nested too deeply to be read" if after.max() > depth_limit else
                              "is not JSON (a bracket closes what was not opened)")
-        for pos in np.flatnonzero((opens & (after == 2)) | (closes & (after == 1)) | (opens & (after == 3))
-                                  | (closes & (after == 2))):
-            here, level = off + int(pos), int(after[pos])
-            if opens[pos] and level == 2:
+        commas = np.flatnonzero((a == 44) & (in_string == 0) & (after == 2))
+        if commas.size:
+            found.cuts.append(off + int(commas[-1]))
+        for pos in np.flatnonzero((opens & (after == 2)) | (closes & (after == 1))):   # top-level fields: few
+            here = off + int(pos)
+            if opens[pos]:
                 open2 = here
-            elif opens[pos]:
-                open3 = here
-            elif level == 1 and open2 is not None:
+            elif open2 is not None:
                 found.ends[open2] = here
                 if len(found.ends) > _MAX_FIELDS:
                     raise ValueError(f"has over {_MAX_FIELDS:,} top-level fields: it is not a document of records")
-            elif level == 2 and open3 is not None:
-                found.largest = max(found.largest, here - open3 + 1)
+        starts = np.flatnonzero(opens & (after == 3)) + off        # records (of any top-level list): many, paired
+        ends = np.flatnonzero(closes & (after == 2)) + off         # alike, with numpy (they alternate)
+        if open3 is not None:
+            starts = np.concatenate(([open3], starts))
+        paired = min(len(starts), len(ends))
+        if paired:
+            found.largest = max(found.largest, int((ends[:paired] - starts[:paired]).max()) + 1)
+        open3 = int(starts[-1]) if len(starts) > paired else None
         depth = int(after[-1]) if len(after) else depth
         inside = int(in_string[-1]) if len(a) else inside
         slashes = (len(a) + slashes if last[-1] < 0 else len(a) - 1 - int(last[-1])) if len(a) else slashes
@@ -142,7 +151,8 @@ def size_of(value, depth: int = 0) -> int:
 
 def read_records(data, key: str, keep: Callable[[int, object], object], *, fields=(), budget: int):
     """({field: value} of the top-level ``fields``, [what ``keep(index, record)`` returned that is not None])
-    for a JSON object whose field ``key`` is a list of records (see the module docstring).
+    for a JSON object whose field ``key`` is a list of records (see the module docstring). ``data``: bytes,
+    or a bytearray, which is emptied once its text is read (so that the two are never held long).
 
     ``budget``: bytes of Python objects the kept records, and any one record while it is read, may take.
     Raises ValueError whose message follows the file's name ("is not JSON (...)", ...).
@@ -154,6 +164,8 @@ def read_records(data, key: str, keep: Callable[[int, object], object], *, field
     if not found.ascii:
         _check_utf8(data)
     text = data.decode("latin-1")
+    if isinstance(data, bytearray):
+        data.clear()                                     # the caller's copy of the bytes goes: the text is read now
     fix = (lambda v: v) if found.ascii else _utf8
     pos = _expect(text, 0, "{[")
     if text[pos] != "{":
@@ -168,7 +180,7 @@ def read_records(data, key: str, keep: Callable[[int, object], object], *, field
             value_at = _skip(text, _expect(text, pos, ":") + 1)
             end = found.ends.get(value_at)
             if name == key and end is not None and text[value_at] == "[":
-                records = _records(text, value_at, end, keep, fix, budget - reading)
+                records = _records(text, value_at, end, keep, fix, budget - reading, found.cuts)
                 pos = end + 1
             elif end is not None:                     # a container: read if wanted and small, else skipped
                 if name in fields:
@@ -193,21 +205,30 @@ def read_records(data, key: str, keep: Callable[[int, object], object], *, field
     return top, records
 
 
-def _records(text: str, start: int, end: int, keep, fix, budget: int) -> list:
-    """The kept records of the list at ``start``..``end`` (inclusive), within ``budget`` bytes."""
+def _records(text: str, start: int, end: int, keep, fix, budget: int, cuts: list[int]) -> list:
+    """The kept records of the list at ``start``..``end`` (inclusive), within ``budget`` bytes, decoded a
+    batch (the records between two ``cuts``) at a time."""
+    batch = max(budget // (4 * OBJECTS_PER_BYTE), 1 << 16)
     kept, spent, index = [], 0, 0
-    pos = _skip(text, start + 1)
+    inside = [c for c in cuts if start < c < end] + [end]
+    pos, k = start + 1, 0
     while pos < end:
-        record, pos = _DECODER.raw_decode(text, pos)
-        item = keep(index, fix(record))
-        index += 1
-        if item is not None:
-            kept.append(item)
-            spent += size_of(item) + 8
-            if spent > budget:
-                raise ValueError(f"holds more records than the lab reads in memory ({len(kept):,} kept, "
-                                 f"{spent >> 20} MiB)")
-        pos = _skip(text, pos)
-        if pos < end:
-            pos = _skip(text, _expect(text, pos, ",") + 1)
+        while inside[k] < pos + batch and inside[k] != end:
+            k += 1
+        cut = inside[k]
+        try:
+            records = json.loads(f"[{text[pos:cut]}]")
+        except json.JSONDecodeError as err:
+            raise ValueError(f"is not JSON ({err.msg} near byte {pos + max(err.pos - 1, 0)})") from None
+        for record in records:
+            item = keep(index, record)
+            index += 1
+            if item is not None:
+                kept.append(fix(item))
+                spent += size_of(item) + 8
+                if spent > budget:
+                    raise ValueError(f"holds more records than the lab reads in memory ({len(kept):,} kept, "
+                                     f"{spent >> 20} MiB)")
+        del records
+        pos = cut + 1
     return kept

@@ -34,7 +34,7 @@ Inputs are untrusted: a file over 64 MiB (decompressed) is refused unread or as 
 decompression passes the limit, malformed JSON or a wrong shape is one line naming the file,
 and the work is linear in the events (sorted once, then binary searches). A file is read one event
 at a time (:mod:`labcore.readers.json_stream`), keeping only the events and arguments this reader
-uses: reading one holds at most 3.5 times its JSON text (32 MiB for a file under 9 MiB) and never
+uses: reading one holds at most 3.5 times its JSON text (1 MiB for a file under 300 KiB) and never
 over 448 MiB; a file that would need more (a trace of millions of tiny events, one event of many
 megabytes) is refused before the memory is spent.
 
@@ -59,7 +59,6 @@ from __future__ import annotations
 import bisect
 import glob
 import gzip
-import json
 import math
 import os
 import re
@@ -84,7 +83,7 @@ _MAX_FILES = 4096
 _CHUNK = 1 << 20
 _MEMORY = 448 << 20          # what reading one trace may hold besides its text, at most
 _PER_BYTE = 2.5              # ... and per byte of its text (the text itself makes 3.5)
-_FLOOR = 32 << 20            # ... whatever a small file's size
+_FLOOR = 1 << 20             # ... whatever a small file's size
 _TOP = ("baseTimeNanoseconds", "distributedInfo", "deviceProperties")
 _KEPT_FIELDS = ("ph", "cat", "name", "ts", "dur", "tid", "args")
 _KEPT_ARGS = frozenset({"correlation", "device", "stream", "grid", "block", "Input Dims", "Input type", "Process Group Name",
@@ -221,7 +220,7 @@ def _fail(path, what: str) -> ValueError:
     return ValueError(f"{path}: {what}")
 
 
-def _read_bytes(path: Path, limit: int = MAX_TRACE_BYTES) -> bytes:
+def _read_bytes(path: Path, limit: int = MAX_TRACE_BYTES) -> bytearray:
     try:
         st = os.stat(path)
     except OSError as err:
@@ -235,7 +234,9 @@ def _read_bytes(path: Path, limit: int = MAX_TRACE_BYTES) -> bytes:
         head = f.read(2)
         f.seek(0)
         if head != b"\x1f\x8b":
-            return f.read(limit + 1)
+            out = bytearray(min(st.st_size, limit) + 1)        # a buffer the file's size, not the limit's
+            del out[f.readinto(out):]
+            return out
         out = bytearray()                  # grown in place: never the chunks and their join at once
         try:
             with gzip.GzipFile(fileobj=f) as z:
