@@ -157,9 +157,12 @@ def _preflight(course: Path) -> None:
     if not can["user"] and not can["landlock"]:
         raise jails.IsolationError("this machine can neither switch users nor confine files (Landlock): grade in a "
                                    "container per submission, as nbgrader's documentation advises")
-    if not can["landlock"] and stat.S_IMODE(course.stat().st_mode) & 0o007:
-        raise jails.IsolationError(f"{course} is open to other users, and without Landlock the grading user is one: "
-                                   f"chmod 700 {course}")
+    if not can["landlock"]:                        # the grading user is another user: file modes are the guard
+        lab = Path(__file__).resolve().parents[2]
+        for folder, mask in ((course, 0o007), (lab, 0o004)):
+            if stat.S_IMODE(folder.stat().st_mode) & mask:
+                raise jails.IsolationError(f"{folder} is open to other users, and without Landlock the grading "
+                                           f"user is one: chmod o-rwx {folder}")
 
 
 def autograde(course, name: str = "lab", students=()):
