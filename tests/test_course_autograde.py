@@ -23,7 +23,7 @@ from labcore.course.grading import make_assignment, read_grades
 from labcore.course.handin import MIME
 from labcore.course.release import build_release
 
-pytestmark = [pytest.mark.live, pytest.mark.slow]
+pytestmark = [pytest.mark.live, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parents[1]
 N01 = ("q_all_reduce", "q_which", "q_all_to_all")

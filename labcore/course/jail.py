@@ -43,7 +43,7 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Jail", "protections", "landlock_abi", "command", "isolated_python", "kill_user", "adopt_orphans", "main",
+__all__ = ["Jail", "protections", "landlock_abi", "command", "isolated_python", "kill_user", "reap_orphans", "main",
            "IsolationError"]
 
 # Landlock's system calls (the same numbers on every architecture) and its rights (linux/landlock.h)
@@ -203,7 +203,7 @@ class Jail:
         uid = None
         while can["user"] and (uid is None or not _no_account(uid)):
             uid = _UID_FIRST + secrets.randbelow(_UID_SPAN)
-        adopt_orphans()
+        reap_orphans()
         jail = cls(work=work, uid=uid, no_caps=uid is None and can["capabilities"], landlock=can["landlock"],
                    confine=confine, before=_children(), **options)
         for sub in ("home", "tmp", "work"):
@@ -262,7 +262,7 @@ def isolated_python(path: list, code: str) -> list[str]:
     return [sys.executable, "-I", "-c", f"import sys; sys.path[:0] = {[str(p) for p in path]!r}; {code}"]
 
 
-def adopt_orphans() -> None:
+def reap_orphans() -> None:
     """Make this process the reaper of its descendants' orphans (Linux): what a confined process starts and
     leaves behind becomes this process's child, found and ended by :meth:`Jail.close`."""
     if sys.platform.startswith("linux"):

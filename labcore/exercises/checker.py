@@ -9,8 +9,10 @@ can ignore ``SIGALRM``) or end the kernel (``SystemExit``, ``os._exit``). Instea
   whose threads make ``fork`` unsafe) in a session of its own, so the notebook's Ctrl-C reaches only
   the notebook; it imports the lab's modules a check needs;
 - for each check it **forks a fresh process** (one check's leftovers never reach the next) that reads
-  the exercise and the answer (sent with cloudpickle, as the ranks get a cell's functions), says it
-  has started, runs the check under the exercise's own limit and writes back its verdict;
+  the exercise (the lab's, sent with cloudpickle) and the answer (sent as data, its functions as their
+  source: :mod:`labcore.exercises.codec`, so that sending it runs nothing of the learner's in the
+  notebook, and an answer checked here is checked as the grader will), says it has started, runs
+  the check under the exercise's own limit and writes back its verdict;
 - that process must start within :data:`LOAD_S` and end within the time limit plus
   :data:`GRACE_S` of its start, or it is **killed**, with everything it started (its own process
   group); a check whose process dies (``os._exit``, a crash) gets a verdict saying so;
@@ -125,11 +127,13 @@ def check_apart(target, answer, context: dict, *, time_limit: float | None = Non
     """
     import cloudpickle
 
+    from labcore.exercises import codec
+
     limit_s = float(time_limit) if time_limit is not None else 24 * 3600.0
     try:
-        payload = cloudpickle.dumps((target, answer, dict(context), bool(refuse_own)))
-    except Exception as err:       # a lock, a generator, an open file: what cannot be copied to the check
-        return Outcome(("unpicklable", "incorrect", f"{type(err).__name__}: {err}"))
+        payload = cloudpickle.dumps((target, codec.dumps(answer), codec.dumps(dict(context)), bool(refuse_own)))
+    except (ValueError, RecursionError) as err:          # too large, too deep: what cannot be copied to the check
+        return Outcome(("unpicklable", "incorrect", str(err)))
     header = json.dumps(dict(path=[p for p in sys.path if isinstance(p, str)], limit_s=limit_s,
                              preload=[m for m in preload if isinstance(m, str)] +
                              (["torch"] if "torch" in sys.modules else []))).encode()
@@ -251,9 +255,10 @@ def _how_it_ended(pid: int) -> str:
 def _check_here(conn, payload: bytes, fd: int) -> None:
     """In the check's own process: read the check, say so, run it, write the verdict, exit.
 
-    Statuses besides a check's own: "unreadable" (the answer could not be read here), "no check"
-    (this copy of the lab has no check for the exercise), "raised" (the learner's code raised what
-    a check does not catch: SystemExit, KeyboardInterrupt, ...)."""
+    Statuses besides a check's own: "unreadable" (the answer could not be read or defined here),
+    "opaque" (the answer is a value that cannot be copied), "no check" (this copy of the lab has no
+    check for the exercise), "raised" (the learner's code raised what a check does not catch:
+    SystemExit, KeyboardInterrupt, ...)."""
     os.setpgid(0, 0)
     _die_with_parent()
     conn.close()
@@ -267,14 +272,21 @@ def _check_here(conn, payload: bytes, fd: int) -> None:
     try:
         import cloudpickle
 
+        from labcore.exercises import codec
+
         target, answer, context, refuse_own = cloudpickle.loads(payload)
-    except BaseException as err:
+        answer, context = codec.loads(answer), codec.loads(context)
+        opaque = type(answer) is codec.Sourced and answer.kind == "opaque"
+        answer, context = codec.materialize(answer), {k: codec.materialize(v) for k, v in context.items()}
+    except BaseException as err:                   # the learner's code, defined from its source, raised
         say("unreadable", f"{type(err).__name__}: {err}")
     try:
         exercise = _exercise(target)
     except (ImportError, AttributeError) as err:
         say("no check", str(err))
     out.write(b"started\n")
+    if opaque:
+        say("opaque", "")
     try:
         result = exercise._judge_here(answer, context, refuse_own)
     except BaseException as err:

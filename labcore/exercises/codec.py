@@ -9,8 +9,12 @@ it is a :class:`Sourced`, which holds text and runs nothing until :meth:`Sourced
 where the learner's code may run (the grader's sandbox, the ranks of a live check). Pickling a
 :class:`Sourced` (as a live check does, to send it to the ranks) defines it on the other side.
 
-What cannot travel (an open file, a lock, a generator, an object of a class from nowhere) becomes
-an *opaque* entry naming its type; using it there raises a NameError saying why.
+What cannot travel (an open file, a lock, a generator, an object of the learner's class) becomes an
+*opaque* entry naming its type; using it there raises a NameError saying why. Encoding never runs a
+method of the learner's: values are told apart by ``type()``, a class is read through ``type``'s own
+descriptors (its metaclass is not asked), and an opaque value's ``repr`` is not taken. So the same
+encoding sends a notebook's answer to the checker's child process (:mod:`labcore.exercises.checker`)
+and to the grader, and what passes one passes the other.
 
 Bounds: :data:`MAX_DEPTH` levels of nesting, :data:`MAX_NODES` values, :data:`MAX_BYTES` of JSON.
 
@@ -34,6 +38,7 @@ import base64
 import builtins
 import decimal
 import fractions
+import functools
 import importlib
 import inspect
 import json
@@ -48,9 +53,11 @@ from typing import Any
 
 import numpy as np
 
+from labcore.exercises.answers import type_name
 from labcore.exercises.blank import ____, Blank
 
-__all__ = ["encode", "decode", "dumps", "loads", "Sourced", "CodecError", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES"]
+__all__ = ["encode", "decode", "dumps", "loads", "materialize", "Sourced", "CodecError", "MAX_BYTES", "MAX_DEPTH",
+           "MAX_NODES"]
 
 MAX_DEPTH = 32
 MAX_NODES = 2_000_000
@@ -72,6 +79,9 @@ def dumps(value) -> str:
     return text
 
 
+_NUMPY_SCALARS = frozenset({np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+                            np.float16, np.float32, np.float64, np.longdouble, np.complex64, np.complex128})
+_WRAPPERS = frozenset({functools._lru_cache_wrapper})          # the standard decorators' own wrapper types
 _SCALARS = {
     bytes: lambda v: {"bytes": base64.b64encode(v).decode()},
     complex: lambda v: {"complex": [encode(v.real), encode(v.imag)]},
@@ -108,19 +118,20 @@ def _arrays_and_code(value, depth: int, seen: dict) -> Any:
     t = type(value)
     if t is np.ndarray and value.dtype.kind in _NUMERIC:
         return {"ndarray": [value.dtype.str, list(value.shape), base64.b64encode(value.tobytes()).decode()]}
-    if isinstance(value, np.generic) and np.asarray(value).dtype.kind in _NUMERIC:
-        return {"npscalar": [np.asarray(value).dtype.str, base64.b64encode(np.asarray(value).tobytes()).decode()]}
+    if t in _NUMPY_SCALARS:
+        return {"npscalar": [np.dtype(t).str, base64.b64encode(np.asarray(value).tobytes()).decode()]}
     special = _special(value, depth, seen)
     if special is not None:
         return special
     if t is types.ModuleType:
         return {"module": value.__name__}
-    if t is types.FunctionType or isinstance(value, type):
-        return _code(value, depth, seen)
-    wrapped = getattr(value, "__wrapped__", None) if callable(value) else None
-    if type(wrapped) is types.FunctionType:           # a decorated function: its source holds the decorator
+    wrapped = value.__dict__.get("__wrapped__") if t is types.FunctionType else \
+        value.__wrapped__ if t in _WRAPPERS else None
+    if type(wrapped) is types.FunctionType:                # a decorated function: its own source holds the decorator
         return _code(wrapped, depth, seen)
-    return _opaque(value, "not data the grader can receive")
+    if t is types.FunctionType or issubclass(t, type):
+        return _code(value, depth, seen)
+    return _opaque(value, "not data that can be copied")
 
 
 def _special(value, depth: int, seen: dict):
@@ -142,11 +153,8 @@ def _special(value, depth: int, seen: dict):
 
 
 def _opaque(value, why: str) -> dict:
-    try:
-        shown = repr(value)[:200]
-    except Exception:
-        shown = "?"
-    return {"opaque": [type(value).__name__, shown, why]}
+    """What cannot travel, named by its type (read without asking it); its repr is not taken."""
+    return {"opaque": [type_name(value), "", why]}
 
 
 def _installed(module) -> bool:
@@ -162,10 +170,17 @@ def _installed(module) -> bool:
     return path.startswith(lab + os.sep) or any(path.startswith(r + os.sep) for r in roots)
 
 
+def _names(value) -> tuple:
+    """(module, qualname) of a function or class, read without asking the class's metaclass."""
+    if type(value) is types.FunctionType:
+        return value.__module__, value.__qualname__
+    return type.__dict__["__module__"].__get__(value), type.__dict__["__qualname__"].__get__(value)
+
+
 def _importable(value) -> tuple[str, str] | None:
     """(module, qualname) when ``value`` is found again by importing it from an installed module."""
-    module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
-    if not isinstance(module, str) or not isinstance(qualname, str) or module == "__main__" or "<" in qualname:
+    module, qualname = _names(value)
+    if type(module) is not str or type(qualname) is not str or module == "__main__" or "<" in qualname:
         return None
     found = sys.modules.get(module)
     if not _installed(found):
@@ -181,10 +196,11 @@ def _code(value, depth: int, seen: dict) -> dict:
     if where is not None:
         return {"import": list(where)}
     key = id(value)
+    name = _names(value)[1].rsplit(".", 1)[-1]
     if key in seen:
         return {"ref": seen[key]}
-    seen[key] = value.__name__
-    kind = "class" if isinstance(value, type) else "function"
+    seen[key] = name
+    kind = "class" if issubclass(type(value), type) else "function"
     source = _source(value)
     if source is None:
         return _opaque(value, "its source cannot be read (define it with def in a notebook cell)")
@@ -193,8 +209,8 @@ def _code(value, depth: int, seen: dict) -> dict:
     for code in codes:
         names |= _global_names(code)
     scope = value.__globals__ if kind == "function" else _class_globals(value)
-    glob = {n: encode(scope[n], depth + 1, seen) for n in sorted(names) if n in scope and n != value.__name__}
-    spec = {"name": value.__name__, "source": source, "globals": glob}
+    glob = {n: encode(scope[n], depth + 1, seen) for n in sorted(names) if n in scope and n != name}
+    spec = {"name": name, "source": source, "globals": glob}
     if kind == "function" and value.__closure__:
         spec["closure"] = {n: encode(_cell(c), depth + 1, seen)
                            for n, c in zip(value.__code__.co_freevars, value.__closure__)}
@@ -224,26 +240,31 @@ def _source_names(source: str) -> set[str]:
         return set()
 
 
+def _class_vars(cls) -> dict:
+    """A class's own attributes, through ``type``'s descriptor (its metaclass is not asked)."""
+    return type.__dict__["__dict__"].__get__(cls)
+
+
 def _method_codes(cls) -> list[types.CodeType]:
     out = []
-    for value in vars(cls).values():
-        fn = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+    for value in _class_vars(cls).values():
+        fn = value.__func__ if type(value) in (staticmethod, classmethod) else value
         if type(fn) is types.FunctionType:
             out.append(fn.__code__)
     return out
 
 
 def _class_globals(cls) -> dict:
-    for value in vars(cls).values():
-        fn = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+    for value in _class_vars(cls).values():
+        fn = value.__func__ if type(value) in (staticmethod, classmethod) else value
         if type(fn) is types.FunctionType:
             return fn.__globals__
-    return vars(sys.modules.get(cls.__module__, builtins))
+    return {}
 
 
 def _source(value) -> str | None:
     """The source of a function or class, the lambda alone for a lambda; None when it cannot be read."""
-    if isinstance(value, type):
+    if issubclass(type(value), type):
         return _class_source(value)
     try:
         lines, _ = inspect.getsourcelines(value)
@@ -261,14 +282,14 @@ def _lambda_source(text: str, code: types.CodeType) -> str | None:
     if not positions:
         return None
     line, column = min((p[0], p[2]) for p in positions)
-    lines = text.splitlines()
+    lines = text.splitlines(keepends=True)
     row = line - code.co_firstlineno
     if not 0 <= row < len(lines):
         return None
-    start = lines[row].rfind("lambda", 0, column)
+    start = text.rfind("lambda", 0, sum(len(x) for x in lines[:row]) + column)   # its body's start, then back
     if start < 0:
         return None
-    rest = "\n".join([lines[row][start:], *lines[row + 1:]])
+    rest = text[start:]
     for end in range(len(rest), 0, -1):
         if end < len(rest) and rest[end] not in "),]}\n":
             continue
@@ -292,13 +313,10 @@ def _class_source(cls) -> str | None:
         except SyntaxError:
             continue
         for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef) and node.name == cls.__name__ \
+            if isinstance(node, ast.ClassDef) and node.name == _names(cls)[1].rsplit(".", 1)[-1] \
                     and node.lineno <= code.co_firstlineno <= node.end_lineno:
                 return textwrap.dedent(ast.get_source_segment("".join(lines), node, padded=True))
-    try:
-        return textwrap.dedent(inspect.getsource(cls))
-    except (OSError, TypeError):
-        return None
+    return None
 
 
 # -- decoding (the grader's side: runs nothing) ----------------------------------------------------------
@@ -449,7 +467,7 @@ def _define(kind: str, spec: dict, namespace: dict | None = None):
         namespace[name] = item
     source, name = spec["source"], spec["name"]
     if name == "<lambda>":
-        source, name = f"__lambda__ = {source}", "__lambda__"
+        source, name = f"__lambda__ = (\n{source}\n)", "__lambda__"
     closure = {n: decode(v) for n, v in spec.get("closure", {}).items()}
     if closure:
         outer = f"def __outer__({', '.join(closure)}):\n{textwrap.indent(source, '    ')}\n    return {name}\n"
@@ -460,11 +478,21 @@ def _define(kind: str, spec: dict, namespace: dict | None = None):
     return namespace[name]
 
 
+def materialize(value):
+    """A decoded answer made whole where the learner's code may run: its functions and classes defined
+    (in a tuple or list too), what could not travel a stand-in that says so when used."""
+    if type(value) is Sourced:
+        return _Missing("your answer", value.spec) if value.kind == "opaque" else value.define()
+    if type(value) in (tuple, list):
+        return type(value)(materialize(v) for v in value)
+    return value
+
+
 class _Missing:
-    """A global the learner's code reads that could not be handed in: any use says so."""
+    """A value the learner's code reads that could not be copied with it: any use says so."""
 
     def __init__(self, name: str, spec: dict):
-        self._why = (f"{name} (a {spec.get('type', 'value')}) could not be handed in with your code "
+        self._why = (f"{name} (a {spec.get('type', 'value')}) cannot be copied to where your code is checked "
                      f"({spec.get('why', '')}): define it inside your function")
 
     def __getattr__(self, attr):

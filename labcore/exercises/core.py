@@ -221,8 +221,11 @@ class Exercise:
         if early is not None:
             return early
         if self._runs_apart(answer):
+            name = own.refused(answer, own.lab_answers(self)) if refuse_own else None   # read, not run: here
+            if name is not None:
+                return Result("incorrect", f"{self.title}: not quite. {own.refusal(name)}")
             return self._outcome(checker.check_apart(self, answer, context, time_limit=self.time_limit,
-                                             preload=self._preload(), refuse_own=refuse_own))
+                                                     preload=self._preload(), refuse_own=refuse_own), answer)
         return self._judge_here(answer, context, refuse_own)
 
     def _judge_here(self, answer: Any, context: dict, refuse_own: bool = True) -> Result:
@@ -259,7 +262,7 @@ class Exercise:
                 names.add(module)
         return sorted(n for n in names if n.startswith("labcore."))
 
-    def _outcome(self, outcome: checker.Outcome) -> Result:
+    def _outcome(self, outcome: checker.Outcome, answer: Any = None) -> Result:
         """The Result of a check run apart (see :class:`labcore.exercises.checker.Outcome`)."""
         kind, status, message = outcome
         wrong = f"{self.title}: not quite. "
@@ -270,11 +273,14 @@ class Exercise:
         if kind == "verdict" and status == "no check":
             return Result("not checked", f"{self.title}: this copy of the lab holds no check for this question "
                           "(a graded run's copy): the grader checks your answer.")
+        if kind == "verdict" and status == "opaque":
+            return Result("incorrect", wrong + f"Your answer is a {type_name(answer)}, which cannot be copied to "
+                          f"where answers are checked; this question takes {self.expects}.")
         if kind == "timeout":
             return Result("incorrect", wrong + self._out_of_time())
         if kind in ("died", "unpicklable") or kind == "verdict":
             what = ("the process that checked it ended: " if kind == "died" else
-                    "it cannot be sent to the process that checks it: ")
+                    "it cannot be sent to the process that checks it: " if kind == "unpicklable" else "")
             return Result("incorrect", wrong + f"Your answer could not be checked: {what}{safe_str(message)}.")
         return Result("incorrect", f"{self.title}: the check could not run ({message}); run the check again.")
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import inspect
 import types
 from typing import Any, Iterable
 
@@ -57,7 +56,7 @@ def lab_answers(exercise) -> list:
     found = []
     for value in (getattr(exercise, "correct_example", None), getattr(exercise, "reference", None)):
         items = value if type(value) in (tuple, list) else (value,)
-        found += [v for v in items if inspect.isfunction(v) or inspect.isclass(v)]
+        found += [v for v in items if type(v) is types.FunctionType or issubclass(type(v), type)]
     return list({id(f): f for f in found}.values())
 
 
@@ -85,7 +84,7 @@ def same_code(a: types.CodeType, b: types.CodeType, _depth: int = 0) -> bool:
 def _methods(cls) -> dict:
     """{name: code} of the functions a class defines itself (static and class methods too)."""
     out = {}
-    for name, value in vars(cls).items():
+    for name, value in type.__dict__["__dict__"].__get__(cls).items():     # a metaclass of the learner's is not asked
         fn = value.__func__ if type(value) in (staticmethod, classmethod) else value
         if type(fn) is types.FunctionType:
             out[name] = fn.__code__
@@ -95,7 +94,7 @@ def _methods(cls) -> dict:
 def _codes(answer) -> list[types.CodeType]:
     if type(answer) is types.FunctionType:
         return [answer.__code__]
-    if isinstance(answer, type):
+    if issubclass(type(answer), type):
         return list(_methods(answer).values())
     return []
 
@@ -121,7 +120,7 @@ def _same(answer, lab) -> bool:
         return False
     if type(answer) is types.FunctionType and type(lab) is types.FunctionType:
         return same_code(answer.__code__, lab.__code__)
-    if isinstance(answer, type) and isinstance(lab, type):
+    if issubclass(type(answer), type) and issubclass(type(lab), type):
         mine, theirs = _methods(answer), _methods(lab)
         return mine.keys() == theirs.keys() and all(same_code(mine[k], theirs[k]) for k in theirs)
     return False
@@ -154,7 +153,8 @@ def _calls(answer, labs: list) -> Any:
             bound = scope.get(name)
             if bound is not None and _same(bound, lab):
                 return lab
-            if type(bound) is types.ModuleType and wanted in names and _same(getattr(bound, wanted, None), lab):
+            if type(bound) is types.ModuleType and wanted in names and \
+                    _same(types.ModuleType.__dict__["__dict__"].__get__(bound).get(wanted), lab):
                 return lab
         if reaches_lab and wanted in names and wanted not in scope:      # imported from labcore inside the function
             return lab
@@ -189,7 +189,7 @@ def _imported(module: str, name: str):
 def _compiled(sourced) -> list:
     """The function (or class methods') code of an answer handed in as source, compiled, never run."""
     try:
-        module = compile(sourced.source if sourced.name != "<lambda>" else f"_ = {sourced.source}", "<answer>", "exec")
+        module = compile(sourced.source if sourced.name != "<lambda>" else f"_ = (\n{sourced.source}\n)", "<answer>", "exec")
     except (SyntaxError, ValueError):
         return []
     found = [c for c in module.co_consts if type(c) is types.CodeType]
@@ -233,7 +233,7 @@ def _names_lab(sourced, labs: list) -> str | None:
             item = decode(value)
         except ValueError:
             continue
-        if isinstance(item, Sourced) and name in named:
+        if type(item) is Sourced and name in named:
             glob[name] = item
     for lab in labs:
         if lab.__name__ in imported:
@@ -257,12 +257,12 @@ def refused(answer, labs: Iterable) -> str | None:
     for item in _items(answer):
         from labcore.exercises.codec import Sourced
 
-        if isinstance(item, Sourced):
+        if type(item) is Sourced:
             name = _sourced_refused(item, labs)
             if name is not None:
                 return name
             continue
-        if not (type(item) is types.FunctionType or isinstance(item, type)):
+        if not (type(item) is types.FunctionType or issubclass(type(item), type)):
             continue
         for lab in labs:
             if _same(item, lab):

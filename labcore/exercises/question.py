@@ -92,4 +92,5 @@ class Question(Exercise):
                 setattr(full, key, value)
             return full._judge_here(answer, context, refuse_own)
         return self._outcome(checker.check_apart((self.full, attribute, self._state), answer, context,
-                                         time_limit=self.time_limit, preload=[self.full], refuse_own=refuse_own))
+                                                 time_limit=self.time_limit, preload=[self.full],
+                                                 refuse_own=refuse_own), answer)

@@ -33,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["read_records", "layout", "size_of", "Layout", "FIELD_BYTES", "MAX_DEPTH", "OBJECTS_PER_BYTE"]
+__all__ = ["read_records", "scan", "size_of", "Structure", "FIELD_BYTES", "MAX_DEPTH", "OBJECTS_PER_BYTE"]
 
 _CHUNK = 1 << 18
 MAX_DEPTH = 256                  # nesting a document may have (a trace nests a handful of levels)
@@ -44,7 +44,7 @@ _DECODER = json.JSONDecoder()
 _WS = " \t\n\r"
 
 
-class Layout:
+class Structure:
     """What the scan found: ``ends`` {start: end} of each top-level field's container value (byte offsets,
     end inclusive), the largest container inside one (``largest``, bytes), ``cuts`` (a comma between two
     records, at most one a quarter MiB, in order), ``ascii``."""
@@ -56,10 +56,10 @@ class Layout:
         self.ascii = True
 
 
-def layout(data, depth_limit: int = MAX_DEPTH) -> Layout:
+def scan(data, depth_limit: int = MAX_DEPTH) -> Structure:
     """Scan ``data`` (bytes or bytearray) for its structure; ValueError("...") on what cannot be JSON."""
     arr = np.frombuffer(data, dtype=np.uint8)
-    found, depth, inside, slashes = Layout(), 0, 0, 0
+    found, depth, inside, slashes = Structure(), 0, 0, 0
     open2, open3 = None, None
     for off in range(0, len(arr), _CHUNK):
         a = arr[off:off + _CHUNK]
@@ -157,7 +157,7 @@ def read_records(data, key: str, keep: Callable[[int, object], object], *, field
     ``budget``: bytes of Python objects the kept records, and any one record while it is read, may take.
     Raises ValueError whose message follows the file's name ("is not JSON (...)", ...).
     """
-    found = layout(data)
+    found = scan(data)
     reading = found.largest * OBJECTS_PER_BYTE          # the most one record can take while it is read
     if reading > budget // 2:
         raise ValueError(f"holds a record of {found.largest:,} bytes, more than the lab reads in memory at once")
