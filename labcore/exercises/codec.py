@@ -41,6 +41,7 @@ import fractions
 import functools
 import importlib
 import inspect
+import itertools
 import json
 import linecache
 import math
@@ -70,9 +71,10 @@ class CodecError(ValueError):
 
 
 # -- encoding (the learner's side) ----------------------------------------------------------------
-def dumps(value) -> str:
-    """``value`` encoded, as JSON text of at most :data:`MAX_BYTES`."""
-    text = json.dumps(encode(value), allow_nan=False, separators=(",", ":"))
+def dumps(value, *, inline_exercises: bool = False) -> str:
+    """``value`` encoded, as JSON text of at most :data:`MAX_BYTES`. ``inline_exercises``: send the lab's own
+    exercise code by its source too, not by import path (for a copy of the lab without it: a student release)."""
+    text = json.dumps(encode(value, _seen={"inline": inline_exercises}), allow_nan=False, separators=(",", ":"))
     if len(text) > MAX_BYTES:
         raise CodecError(f"the answer is {len(text) >> 20} MiB as data, over the {MAX_BYTES >> 20} MiB the grader "
                          "reads: hand in something smaller")
@@ -95,7 +97,7 @@ _SCALARS = {
 
 def encode(value, _depth: int = 0, _seen: dict | None = None) -> Any:
     """JSON-able data for ``value`` (see the module docstring)."""
-    seen = {} if _seen is None else _seen
+    seen = {} if _seen is None else _seen          # {id of code sent: its name}, and the "inline" option (a str key)
     if _depth > MAX_DEPTH:
         return _opaque(value, "nested too deeply")
     t = type(value)
@@ -177,10 +179,12 @@ def _names(value) -> tuple:
     return type.__dict__["__module__"].__get__(value), type.__dict__["__qualname__"].__get__(value)
 
 
-def _importable(value) -> tuple[str, str] | None:
+def _importable(value, inline: bool = False) -> tuple[str, str] | None:
     """(module, qualname) when ``value`` is found again by importing it from an installed module."""
     module, qualname = _names(value)
     if type(module) is not str or type(qualname) is not str or module == "__main__" or "<" in qualname:
+        return None
+    if inline and module.startswith("labcore.exercises."):
         return None
     found = sys.modules.get(module)
     if not _installed(found):
@@ -192,7 +196,7 @@ def _importable(value) -> tuple[str, str] | None:
 
 def _code(value, depth: int, seen: dict) -> dict:
     """A function or class: where to import it from, or its source and the globals it reads."""
-    where = _importable(value)
+    where = _importable(value, seen.get("inline", False))
     if where is not None:
         return {"import": list(where)}
     key = id(value)
@@ -471,11 +475,22 @@ def _define(kind: str, spec: dict, namespace: dict | None = None):
     closure = {n: decode(v) for n, v in spec.get("closure", {}).items()}
     if closure:
         outer = f"def __outer__({', '.join(closure)}):\n{textwrap.indent(source, '    ')}\n    return {name}\n"
-        exec(compile(outer, f"<{spec['name']}: handed in>", "exec"), namespace)
+        exec(_compiled(outer, spec["name"]), namespace)
         values = [v.define() if isinstance(v, Sourced) else v for v in closure.values()]
         return namespace.pop("__outer__")(*values)
-    exec(compile(source, f"<{spec['name']}: handed in>", "exec"), namespace)
+    exec(_compiled(source, spec["name"]), namespace)
     return namespace[name]
+
+
+_DEFINED = itertools.count()
+
+
+def _compiled(source: str, name: str):
+    """``source`` compiled under a name of its own, its lines kept where ``inspect`` looks (as IPython keeps a
+    cell's): a function defined here has its source, to be sent on or shown in a traceback."""
+    filename = f"<{name}: handed in #{next(_DEFINED)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    return compile(source, filename, "exec")
 
 
 def materialize(value):
