@@ -42,7 +42,7 @@ MAX_TEXT_BYTES = 64 << 20
 
 def read_bytes_limited(path, limit: int = MAX_TEXT_BYTES, what: str = "a file", *,
                        fix: str = "give a regular file", missing: str | None = None,
-                       too_large: str | None = None) -> bytes:
+                       too_large: str | None = None, follow_links: bool = True) -> bytes:
     """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes.
 
     Parameters
@@ -53,13 +53,17 @@ def read_bytes_limited(path, limit: int = MAX_TEXT_BYTES, what: str = "a file", 
     fix : what to give instead, ending every message.
     missing : the end of the message for a missing file (default ``fix``).
     too_large : the end of the message for a file over ``limit`` (default ``fix``).
+    follow_links : False refuses a symbolic link (its last part), read or opened.
     """
     path = Path(path)
     if "\0" in str(path):
         raise ValueError(f"{str(path)!r} is not a file name (it holds a NUL character): {fix}")
     try:
+        if not follow_links and os.path.islink(path):
+            raise ValueError(f"{path} is a link, not {what}: {fix}")
         _check_kind(path, os.stat(path), limit, what, fix, too_large)
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | (0 if follow_links else getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(path, flags)
     except FileNotFoundError:
         raise FileNotFoundError(f"no {_bare(what)} at {path}: {missing or fix}") from None
     except IsADirectoryError:

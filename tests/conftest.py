@@ -56,6 +56,20 @@ def _fast_lane_starts_no_process(request):
                     "(or give its file pytestmark = pytest.mark.live)")
 
 
+@pytest.fixture
+def tmp_path():
+    """A short temporary folder, removed after the test. pytest's own sits under a numbered base whose
+    path grows with every session on the machine (and the suite starts sessions of its own), and tests
+    point TMPDIR into it: the ranks' forkserver socket must fit in about 100 characters."""
+    import pathlib
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="t")
+    yield pathlib.Path(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
 def gloo_cluster():
     """``gloo_cluster(n, **options)``: a gloo Cluster of n ranks shared by the module's tests, closed at its end.
@@ -104,6 +118,13 @@ def pytest_configure(config):
         tempfile.tempdir = None
     _PROGRESS_DIR[:] = [tempfile.mkdtemp(prefix="labcore-test-progress-"), os.environ.get("LABCORE_PROGRESS")]
     os.environ["LABCORE_PROGRESS"] = os.path.join(_PROGRESS_DIR[0], "progress.jsonl")
+    # A check of a learner's function runs in a process forked from the checker's template, which a notebook
+    # starts at its first such check (labcore.exercises.checker); the session starts it here, as the kernel
+    # would, so that a fast test checking a function reuses it instead of starting a process of its own
+    from labcore.exercises import checker
+
+    if worker or not getattr(config.option, "numprocesses", None):        # not xdist's controller: it checks nothing
+        checker.start()
 
 
 def _remove_and_restore(made: list, variable: str) -> None:
@@ -123,6 +144,9 @@ def _remove_and_restore(made: list, variable: str) -> None:
 def pytest_unconfigure(config):
     import tempfile
 
+    from labcore.exercises import checker
+
+    checker.stop()
     _remove_and_restore(_PROGRESS_DIR, "LABCORE_PROGRESS")
     _remove_and_restore(_WORKER_TMP, "TMPDIR")
     tempfile.tempdir = None

@@ -161,7 +161,7 @@ def test_two_clusters_at_once_do_not_collide():
 def test_fifty_clusters_leave_nothing_behind():
     tmp = tempfile.gettempdir()
     fds = len(os.listdir("/proc/self/fd"))
-    mine = os.path.join(tmp, f"labcore-{os.getpid()}-*")  # other programs may run clusters meanwhile
+    mine = os.path.join(tmp, f"labcore-{os.getuid()}", f"run-{os.getpid()}-*")  # others may run clusters too
     dirs = set(glob.glob(mine))
     before = _children()
     for _ in range(50):

@@ -12,7 +12,7 @@ QUESTIONS = [op.q_reliable, op.q_workload, op.q_next_stage, op.q_rules, op.q_sta
 
 @pytest.mark.parametrize("q", QUESTIONS, ids=lambda q: q.title)
 def test_the_right_answer_passes_and_every_mistake_is_refused(q):
-    assert q.evaluate(q.correct_example).status == "correct"
+    assert q.self_test(q.correct_example).status == "correct"
     assert len(q.wrong_examples) >= 5
     for wrong in q.wrong_examples:
         assert q.evaluate(wrong).status == "incorrect", wrong

@@ -37,8 +37,8 @@ def test_reference_ring_matches_all_reduce_and_sends_2_n_minus_1_over_n():
                 assert sent == [2 * (3 - 1) / 3 * 9 * 8] * 3
             assert sum(sent) == 2 * (3 - 1) * numel * 8    # every chunk crosses 2(n-1) links
         # the live exercise on an existing cluster, with chunks of unequal length too
-        assert q_ring_live.evaluate(ring_all_reduce, cluster=cl).status == "correct"
-        assert q_ring_live.evaluate(ring_all_reduce, cluster=cl, elements_per_rank=10).status == "correct"
+        assert q_ring_live.self_test(ring_all_reduce, cluster=cl).status == "correct"
+        assert q_ring_live.self_test(ring_all_reduce, cluster=cl, elements_per_rank=10).status == "correct"
 
 
 # -- all-reduces that are not rings: each computes the right sum ------------------------------------
@@ -150,7 +150,7 @@ def test_six_fake_rings_are_rejected_each_for_its_own_reason(four_ranks):
         messages.add(result.message)
     assert len(messages) == len(FAKES)
     # and the real ring passes on the same (restarted) cluster, with what it was checked for named
-    right = q_ring_live.evaluate(ring_all_reduce, cluster=four_ranks)
+    right = q_ring_live.self_test(ring_all_reduce, cluster=four_ranks)
     assert right.status == "correct" and "ring neighbours" in right.message and "144 bytes" in right.message, right
 
 
@@ -174,7 +174,7 @@ def test_starter_code_and_too_few_ranks(four_ranks):
 
     assert q_ring_live.evaluate(starter, cluster=four_ranks).status == "not attempted"
     with lc.Cluster(2, backend="gloo", show_output=False) as two:
-        result = q_ring_live.evaluate(ring_all_reduce, cluster=two)
+        result = q_ring_live.self_test(ring_all_reduce, cluster=two)
     assert result.status == "incorrect" and "3 or more ranks" in result.message
 
 
@@ -229,7 +229,7 @@ def test_schedule_names_its_numbering_the_way_send_chunk_does():
         return rs + ag
 
     for steps, name in ((ring_steps, "as in the animation"), (shifted, "(rank - step) % ranks")):
-        result = q_ring_schedule.evaluate(steps)
+        result = q_ring_schedule.self_test(steps)
         assert result.status == "correct" and name in result.message, result.message
     assert ring_convention([3, 0, 1, 2], 4).startswith("(rank - 1 - step)")
     assert ring_convention([1, 2, 3, 0], 4).startswith("(rank + 1 - step)")
@@ -244,7 +244,7 @@ def test_schedule_names_its_numbering_the_way_send_chunk_does():
     (lambda n: [step + step for step in ring_steps(n)], "twice"),
 ])
 def test_schedule_feedback_says_what_is_wrong(steps, expected):
-    result = q_ring_schedule.evaluate(steps)
+    result = q_ring_schedule.self_test(steps)
     assert result.status == "incorrect" and expected in result.message, result.message
 
 

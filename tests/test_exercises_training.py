@@ -56,7 +56,7 @@ OTHER_RIGHT_ANSWERS = [
 @pytest.mark.parametrize("exercise, answer", OTHER_RIGHT_ANSWERS,
                          ids=[f"{q.title}-{i}" for i, (q, _) in enumerate(OTHER_RIGHT_ANSWERS)])
 def test_other_right_answers_pass(exercise, answer):
-    result = exercise.evaluate(answer)
+    result = exercise.self_test(answer)
     assert result.status == "correct", result.message
 
 
@@ -104,7 +104,7 @@ VALUES = [
 
 @pytest.mark.parametrize("exercise, answer, context, message", VALUES)
 def test_value_feedback_names_the_mistake_without_the_answer(exercise, answer, context, message):
-    result = exercise.evaluate(answer, **context)
+    result = exercise.self_test(answer, **context)
     assert message in result.message
     assert "x the right value" not in result.message
 
@@ -123,7 +123,7 @@ class _Unwritten:
     (dp.q_accumulate, _unwritten), (sh.q_sharded_step, _unwritten), (sh.q_zero3_layer, _Unwritten),
     (sh.q_row_parallel, _unwritten), (sh.q_padding, _unwritten)])
 def test_starter_code_is_not_attempted(exercise, starter):
-    assert exercise.evaluate(starter).status == "not attempted"
+    assert exercise.self_test(starter).status == "not attempted"
 
 
 def _start_from_parity(model):
@@ -132,10 +132,10 @@ def _start_from_parity(model):
 
 
 def test_a_broadcast_whose_ranks_name_different_sources_is_stopped_not_waited_for():
-    result = dp.q_start.evaluate(_start_from_parity, timeout=8)
+    result = dp.q_start.self_test(_start_from_parity, timeout=8)
     assert result.status == "incorrect" and "rank 1 src=1, rank 2 src=0" in result.message, result.message
     assert "did not finish" not in result.message
-    assert dp.q_start.evaluate(dp.broadcast_start).status == "correct"      # the ranks are fine afterwards
+    assert dp.q_start.self_test(dp.broadcast_start).status == "correct"      # the ranks are fine afterwards
 
 
 def _rank0_skips(model):
@@ -146,9 +146,9 @@ def _rank0_skips(model):
 
 
 def test_a_hang_is_reported_within_the_timeout():
-    result = dp.q_average.evaluate(_rank0_skips, timeout=8)
+    result = dp.q_average.self_test(_rank0_skips, timeout=8)
     assert result.status == "incorrect" and "did not finish within 8 s" in result.message
-    assert dp.q_average.evaluate(dp.allreduce_per_parameter).status == "correct"     # the group healed
+    assert dp.q_average.self_test(dp.allreduce_per_parameter).status == "correct"     # the group healed
 
 
 @pytest.mark.parametrize("module", [dp, dp.reference, dp.checks, dpm, dp.questions,
@@ -162,7 +162,7 @@ def test_docstring_examples_run(module):
 @pytest.mark.parametrize("context", [dict(grad_bytes=125194, ranks=4), dict(grad_bytes=500776, ranks=2),
                                      dict(grad_bytes=500776, ranks=0), dict(grad_bytes="500776", ranks=4)])
 def test_the_bytes_question_refuses_the_wrong_setup_not_the_answer(context):
-    result = dp.q_ddp_bytes.evaluate(2 * 3 / 4 * 500776, **context)
+    result = dp.q_ddp_bytes.self_test(2 * 3 / 4 * 500776, **context)
     assert result.status == "incorrect" and "the check was given" in result.message, result.message
     assert "not a number of bytes" not in result.message and "751164" not in result.message
 
@@ -204,7 +204,7 @@ def _zero_step_rank0_gathers_twice(params, shards, opt):
     (sh.q_sharded_step, _zero_step_rank0_gathers_twice),
 ])
 def test_an_answer_that_hangs_one_rank_is_reported(exercise, answer):
-    result = exercise.evaluate(answer, timeout=6)
+    result = exercise.self_test(answer, timeout=6)
     assert result.status == "incorrect" and "did not finish within 6 s" in result.message, result.message
     assert "rank 0" in result.message                      # where the stuck rank waits
 
@@ -229,5 +229,5 @@ def test_the_zero3_question_is_not_the_table_above_it():
     # the notebook's table: volume in units of Psi for 1864 float64 parameters on 4 ranks; the question: bytes
     # per rank for another model on other ranks, so that copying the table's 3 is a mistake with its own message
     assert sh.q_zero3_volume.given["ranks"] != 4 and sh.q_zero3_volume.given["psi"] != 1864
-    result = sh.q_zero3_volume.evaluate(3)
+    result = sh.q_zero3_volume.self_test(3)
     assert result.status == "incorrect" and "as in the table" in result.message

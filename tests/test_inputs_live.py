@@ -33,7 +33,7 @@ def test_engine_cluster_refuses_before_starting_anything_and_leaves_no_folder(kw
     with pytest.raises(ValueError, match=message):
         lc.EngineCluster(**kwargs)
     assert _children() <= before
-    assert not glob.glob(os.path.join(tempfile.gettempdir(), f"labcore-{os.getpid()}-*"))
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), f"labcore-{os.getuid()}", f"run-{os.getpid()}-*"))
 
 
 class _Recorded:
@@ -139,7 +139,7 @@ def test_flight_capture_checks_its_function_and_keeps_dumps_where_a_sweep_finds_
     result = flight.capture(stand_in, print)
     assert str(result.error) == "rank 1 died" and result.missing == [0, 1]
     # in a run folder of this process (swept by the next cluster if the notebook is killed), gone now
-    assert os.path.basename(stand_in.folder).startswith(f"labcore-{os.getpid()}-")
+    assert os.path.basename(stand_in.folder).startswith(f"run-{os.getpid()}-")
     assert not os.path.exists(stand_in.folder)
 
 

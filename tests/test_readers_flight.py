@@ -1,6 +1,7 @@
 """Flight-recorder dumps are untrusted input: read as plain data (no code in a dump runs), a malformed
 dump is one line naming the file, and a real dump of a gloo cluster reads and analyses."""
 import pickle
+import re
 from pathlib import Path
 
 import pytest
@@ -93,10 +94,14 @@ def test_plain_dumps_read_and_analyse(tmp_path):
 
 
 # Where the package may run code it is handed: the worker runs the learner's own cells (eval/exec of the
-# cell's source) and the clusters pass calls and replies over their control pipes (cloudpickle). None of
-# them reads a file. A student release's exercise modules run their own compiled code, which ships inside the
-# installed package as a .pyc does (course/sealed.py), never a file a user hands the lab.
-_RUNS_CODE_ON_PURPOSE = {"live/worker.py", "live/cluster.py", "live/engines.py", "live/base.py", "course/sealed.py"}
+# cell's source) and the clusters pass calls and replies over their control pipes (cloudpickle); the checker's
+# child process reads the check the notebook sent it (exercises/checker.py); a handed-in answer's source is
+# defined where a learner's code may run, the grader's sandbox and a live check's ranks (exercises/codec.py),
+# and the sandbox reads the judge's arguments (course/sandbox.py). None of them reads a file. A student
+# release's exercise modules run their own compiled code, which ships inside the installed package as a .pyc
+# does (exercises/sealed.py), never a file a user hands the lab.
+_RUNS_CODE_ON_PURPOSE = {"live/worker.py", "live/cluster.py", "live/engines.py", "live/base.py", "exercises/sealed.py",
+                         "exercises/checker.py", "exercises/codec.py", "course/sandbox.py"}
 
 
 def test_no_reader_in_the_package_unpickles_or_evals_a_file():
@@ -108,7 +113,7 @@ def test_no_reader_in_the_package_unpickles_or_evals_a_file():
             code = line.split("#")[0]
             loads = ("pickle.load(" in code or "pickle.loads(" in code or "marshal.load" in code
                      or "torch.load(" in code and "weights_only=True" not in code)
-            runs = any(f"{word}(" in code.replace(f".{word}(", "") for word in ("eval", "exec"))
+            runs = any(re.search(rf"(?<![\w.]){word}\(", code) for word in ("eval", "exec"))
             if (loads or runs) and name not in _RUNS_CODE_ON_PURPOSE:
                 found.append(f"{name}:{number}: {line.strip()}")
     # The recorder reads torch's in-memory trace bytes (not a file); it is the one pickle.loads left.

@@ -187,7 +187,7 @@ def test_trace_frame_has_times_and_routes():
     ({"channels": 1000}, "channels must be a whole number from 1 to"),
     ({"elements": 0}, "elements must be a whole number"),
     ({"algorithm": "butterfly"}, "choose one of"),
-    ({"ranks": 1024, "nbytes": 1 << 30}, r"would keep ~\d+\.\d GiB .*values=False"),
+    ({"ranks": 1024, "nbytes": 1 << 30}, r"would need ~\d+\.\d GiB .*values=False"),
     ({"ranks": 4096, "values": False}, "million transfers"),
     ({"protocol": "LL"}, "describes no protocols"),
 ])

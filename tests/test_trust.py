@@ -312,19 +312,26 @@ def test_error_after_destroying_the_group_does_not_say_still_usable(cluster):
 
 # -- 6. nothing left on disk -------------------------------------------------------------------
 
-def test_a_new_cluster_sweeps_folders_of_dead_owners(tmp_path, monkeypatch):
+def test_a_new_cluster_sweeps_folders_of_dead_owners_and_only_its_own(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    pymp = tmp_path / "pymp-deadbeef"
-    pymp.mkdir()
-    orphan = tmp_path / f"labcore-{dead.pid}-abc"
-    orphan.mkdir()
-    (orphan / "pymp-dir").write_text(str(pymp))
+    orphan = scratch.make_run_dir()                                   # as the dead notebook's would be
+    os.rename(orphan, orphan.replace(f"run-{os.getpid()}-", f"run-{dead.pid}-"))
+    orphan = orphan.replace(f"run-{os.getpid()}-", f"run-{dead.pid}-")
+    with open(os.path.join(orphan, scratch.TOKEN), "w") as f:
+        f.write(scratch._token(orphan))
+    victim = tmp_path / "pymp-deadbeef"                               # a path a planted note names: never removed
+    victim.mkdir()
+    planted = os.path.join(scratch.private_folder(), f"run-{dead.pid}-planted")
+    os.mkdir(planted)
+    with open(os.path.join(planted, "pymp-dir"), "w") as f:
+        f.write(str(victim))
     live = scratch.make_run_dir()  # ours: must survive
     with lc.Cluster(2, backend="gloo") as cl:
         assert cl.run(_whoami) == [0, 1]
-        assert not orphan.exists() and not pymp.exists() and os.path.isdir(live)
+        assert not os.path.exists(orphan) and os.path.isdir(live)
+        assert victim.exists() and os.path.isdir(planted)            # no token of the lab's: not the lab's to delete
     scratch.remove(live)
 
 

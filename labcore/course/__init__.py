@@ -3,8 +3,9 @@
 - the course setting (:mod:`labcore.exercises.setting`): ``LABCORE_COURSE=student``, or a student release,
   turns ``solution()`` and each exercise's last hint off; checks work as before;
 - :func:`build_release`: the student release (``python -m labcore course build OUT``);
-- :func:`make_assignment`, :func:`assert_correct`, :func:`read_grades`: nbgrader assignments whose
-  autograded cells are the lab's own checks;
+- :func:`make_assignment`, :func:`read_grades`: nbgrader assignments whose test cells hand each answer
+  in, judged by the lab's own checks out of the submission's reach (:mod:`labcore.course.judge`), each
+  submission confined while it runs (:mod:`labcore.course.autograde`, :mod:`labcore.course.jail`);
 - :func:`progress`, :func:`class_view`: every ``check()`` is recorded; a learner's table per
   notebook, and the class's table and plot for the instructor.
 
@@ -24,8 +25,7 @@ _NAMES = {
     "class_table": "labcore.course.tracking", "class_plot": "labcore.course.tracking",
     "attempts": "labcore.course.tracking", "progress_path": "labcore.course.tracking",
     "build_release": "labcore.course.release",
-    "make_assignment": "labcore.course.grading", "assert_correct": "labcore.course.grading",
-    "read_grades": "labcore.course.grading",
+    "make_assignment": "labcore.course.grading", "read_grades": "labcore.course.grading",
 }
 
 __all__ = sorted(_NAMES)

@@ -1,27 +1,33 @@
-"""Grading with nbgrader: each exercise's ``check()`` becomes the grade of an autograded cell.
+"""Grading with nbgrader: each exercise's answer handed in, and judged by the lab's check out of its reach.
 
-:func:`make_assignment` writes an nbgrader course folder (``nbgrader_config.py`` and
-``source/<name>/``) from the lab's notebooks. In each exercise cell the answer has a name (a
-cell that checks ``q_algbw.check(____)`` gets ``answer_q_algbw = ____`` before its check), so a learner gets
-the check's feedback as in the lab; after it comes a locked *autograder tests* cell worth one
-point, ``assert_correct(q_which, answer)``, which raises (no point) unless the lab's
-check says "correct". Then the instructor runs nbgrader's own commands in the course folder:
+:func:`make_assignment` writes an nbgrader course folder from the lab's notebooks:
+``nbgrader_config.py``, ``source/<name>/`` and ``lab_release/`` (the student release the graded
+notebooks import: questions without answers, see :mod:`labcore.course.release`). In each exercise
+cell the answer gets a name (a cell that checks ``q_algbw.check(____)`` gets ``answer_q_algbw = ____``
+before its check), so a learner gets the check's feedback as in the lab; after it comes a locked
+*autograder tests* cell worth one point that hands the answer in::
+
+    from labcore.course.handin import hand_in
+    hand_in("measuring.q_algbw", answer_q_algbw)
+
+The cell decides nothing. ``nbgrader autograde`` (or ``python -m labcore course autograde``) runs
+each submission confined (:class:`labcore.course.autograde.JailedExecute`), then
+:class:`labcore.course.autograde.JudgeHandIns` has every hand-in judged in a clean process by the
+lab's full checks (:mod:`labcore.course.judge`) and writes the verdict into the cell, which nbgrader
+grades: a right answer keeps its point; anything else is an error, no point. Then:
 
     nbgrader generate_assignment lab      # release/lab/: what students get
-    nbgrader autograde lab                # runs submitted/<student>/lab/ in the instructor's labcore
+    python -m labcore course autograde .  # nbgrader autograde, confined and judged
+    nbgrader generate_feedback lab        # feedback/: each cell's verdict
     python -m labcore course grades .     # or nbgrader export: the gradebook
-
-Autograding runs every submission with the full package (not the student release), so a
-submission is graded by the same checks the lab's tests hold to their right answers and mistakes.
 
 Example
 -------
->>> from labcore.exercises.operations import q_all_reduce
->>> assert_correct(q_all_reduce, 10)
->>> assert_correct(q_all_reduce, 3)
-Traceback (most recent call last):
-...
-AssertionError: All-reduce by hand: not quite. 3 is what rank 2 started with: all_reduce replaces it with the combined value.
+>>> print(TEST_CELL.format(name="q_all_reduce", exercise="operations.q_all_reduce", args="answer_q_all_reduce",
+...                        points=1, s=""))
+# Autograded: the lab's check of q_all_reduce, run by the grader out of this notebook's reach (1 point).
+from labcore.course.handin import hand_in
+hand_in("operations.q_all_reduce", answer_q_all_reduce)
 """
 from __future__ import annotations
 
@@ -29,33 +35,34 @@ import ast
 import re
 from pathlib import Path
 
-from labcore.course.release import ReleaseError, _repo_root
+from labcore.course.release import ReleaseError, _repo_root, build_release
 
 CONFIG = '''"""nbgrader settings for the Collective Communication Lab (written by python -m labcore course assignment)."""
 import os
 
+from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
+
+from labcore.course.autograde import JailedExecute, JudgeHandIns
+
 os.environ.setdefault("LABCORE_PROGRESS", "off")      # autograding is no learner's progress
 c = get_config()  # noqa: F821 (nbgrader's config loader defines it)
 c.CourseDirectory.course_id = "collective-communication-lab"
-c.ExecutePreprocessor.timeout = 600                   # a live cell starts ranks: seconds on a busy machine
-c.Execute.timeout = 600
+# each notebook runs confined, and each hand-in is judged out of its reach (labcore.course.autograde)
+c.Autograde.autograde_preprocessors = [JailedExecute, JudgeHandIns, IgnorePattern, ClearMetadataPreprocessor,
+                                       LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+c.JailedExecute.release = c.JudgeHandIns.release = "lab_release"
+c.JailedExecute.isolation = c.JudgeHandIns.isolation = "required"
+c.Execute.timeout = 600                               # a live cell starts ranks: seconds on a busy machine
 '''
 ANSWER = "answer_{name}"
-TEST_CELL = ("# Autograded: the lab's own check of {name} ({points} point{s}).\n"
-             "from labcore.course import assert_correct\n"
-             "assert_correct({name}, {args})")
+TEST_CELL = ("# Autograded: the lab's check of {name}, run by the grader out of this notebook's reach "
+             "({points} point{s}).\n"
+             "from labcore.course.handin import hand_in\n"
+             "hand_in(\"{exercise}\", {args})")
+RELEASE = "lab_release"
 
-__all__ = ["make_assignment", "assert_correct", "read_grades", "exercise_cells", "ANSWER"]
-
-
-def assert_correct(exercise, *answer, **context) -> None:
-    """Raise AssertionError with the check's message unless ``exercise`` finds ``answer`` correct.
-
-    A not-attempted answer fails too (no point); the attempt is not recorded as progress.
-    """
-    result = exercise.evaluate(*answer, **context)
-    if result.status != "correct":
-        raise AssertionError(result.message)
+__all__ = ["make_assignment", "read_grades", "exercise_cells", "ANSWER", "TEST_CELL"]
 
 
 def _check_calls(source: str) -> list[ast.Call]:
@@ -100,10 +107,18 @@ def _rewrite(source: str, call: ast.Call) -> tuple[str, str]:
     return "\n".join(lines), args
 
 
+def _catalog_names(notebook: str) -> dict[str, str]:
+    """{q_ variable: catalog name} for the exercises of notebook ``notebook`` ("01")."""
+    from labcore.course.catalog import all_exercises
+
+    return {name.split(".")[1]: name for name, (nb, _) in all_exercises().items() if nb == notebook}
+
+
 def _graded(nb, notebook: str, points: int = 1):
     """The notebook with an autograded cell after each exercise cell."""
     import nbformat
 
+    names = _catalog_names(notebook[:2])
     cells = []
     for cell in nb.cells:
         calls = _check_calls(cell.source) if cell.cell_type == "code" else []
@@ -113,9 +128,12 @@ def _graded(nb, notebook: str, points: int = 1):
             cells.append(cell)
             continue
         name = calls[0].func.value.id
+        if name not in names:
+            raise ReleaseError(f"{notebook}: {name} is not an exercise of notebook {notebook[:2]} in the catalog "
+                               "(labcore/course/catalog.py)")
         cell.source, args = _rewrite(cell.source, calls[0])
         cells.append(cell)
-        test = nbformat.v4.new_code_cell(TEST_CELL.format(name=name, args=args, points=points,
+        test = nbformat.v4.new_code_cell(TEST_CELL.format(name=name, exercise=names[name], args=args, points=points,
                                                           s="" if points == 1 else "s"))
         test.metadata["nbgrader"] = dict(grade=True, grade_id=name, locked=True, points=points, schema_version=3,
                                          solution=False, task=False)
@@ -138,15 +156,19 @@ def _notebook_paths(root: Path, numbers) -> list[Path]:
     return paths
 
 
-def make_assignment(course, notebooks=("01", "03"), name: str = "lab", root=None) -> Path:
+def make_assignment(course, notebooks=("01", "03"), name: str = "lab", root=None, release=None) -> Path:
     """Write an nbgrader course folder for ``notebooks``; returns ``course/source/<name>``.
+
+    Besides nbgrader's files it holds ``lab_release/``, the student release the graded notebooks import,
+    built from the lab this labcore comes from.
 
     Parameters
     ----------
     course : a new or empty folder (becomes the nbgrader course root).
     notebooks : notebook numbers ("01", 3, ...).
     name : the assignment's name.
-    root : the lab's repository (default: the one this labcore comes from).
+    root : where the notebooks are (default: the lab's repository).
+    release : a student release built already (``python -m labcore course build``), copied in; default: build one.
     """
     import nbformat
 
@@ -165,7 +187,22 @@ def make_assignment(course, notebooks=("01", "03"), name: str = "lab", root=None
         if not exercise_cells(nb):
             raise ReleaseError(f"{path.name} has no exercise cell (q_x.check(...)): nothing to grade")
         nbformat.write(_graded(nb, path.name), source / path.name)
+    if release is None:
+        build_release(course / RELEASE)
+    else:
+        _copy_release(Path(release), course / RELEASE)
+    course.chmod(0o700)                                   # the grading user must not read the course
     return source
+
+
+def _copy_release(release: Path, target: Path) -> None:
+    import shutil
+
+    from labcore.exercises.setting import MARKER
+
+    if not (release / "labcore" / "exercises" / MARKER.name).is_file():
+        raise ReleaseError(f"{release} is not a student release: build one with python -m labcore course build")
+    shutil.copytree(release, target, symlinks=False, ignore=shutil.ignore_patterns("__pycache__"))
 
 
 def read_grades(course, name: str = "lab"):
@@ -176,19 +213,30 @@ def read_grades(course, name: str = "lab"):
     import pandas as pd
     from nbgrader.api import Gradebook, MissingEntry
 
+    from sqlalchemy.exc import SQLAlchemyError
+
     db = Path(course) / "gradebook.db"
-    if not db.is_file():
+    if not db.is_file() or db.is_symlink():
         raise ReleaseError(f"no gradebook in {course}: run nbgrader autograde {name} there first")
+    with open(db, "rb") as f:
+        if f.read(16) != b"SQLite format 3\x00":
+            raise ReleaseError(f"{db} is not an SQLite database (a damaged gradebook?): restore it from a backup, "
+                               f"or run nbgrader autograde {name} again")
     rows = []
-    with Gradebook(f"sqlite:///{db}") as gb:
-        try:
-            assignment = gb.find_assignment(name)
-        except MissingEntry:
-            raise ReleaseError(f"the gradebook has no assignment {name!r}") from None
-        for submission in assignment.submissions:
-            for nb in submission.notebooks:
-                for grade in nb.grades:
-                    rows.append(dict(student=submission.student.id, notebook=nb.name, exercise=grade.name,
-                                     score=float(grade.score), max_score=float(grade.max_score)))
+    try:
+        with Gradebook(f"sqlite:///file:{db.resolve()}?mode=ro&uri=true") as gb:      # read: never written
+            try:
+                assignment = gb.find_assignment(name)
+            except MissingEntry:
+                raise ReleaseError(f"the gradebook has no assignment {name!r}") from None
+            for submission in assignment.submissions:
+                for nb in submission.notebooks:
+                    for grade in nb.grades:
+                        rows.append(dict(student=submission.student.id, notebook=nb.name, exercise=grade.name,
+                                         score=float(grade.score or 0), max_score=float(grade.max_score)))
+    except SQLAlchemyError as err:
+        reason = str(getattr(err, "orig", err)).splitlines()[0][:200]
+        raise ReleaseError(f"{db} cannot be read as an nbgrader gradebook ({reason}): restore it from a backup, "
+                           f"or run nbgrader autograde {name} again") from None
     return pd.DataFrame(rows, columns=["student", "notebook", "exercise", "score", "max_score"]).sort_values(
         ["student", "notebook", "exercise"], ignore_index=True)

@@ -1,23 +1,24 @@
-"""The student release: the notebooks and a labcore whose exercises hold no solutions.
+"""The student release: the notebooks and a labcore whose exercises hold no answer.
 
 ``python -m labcore course build OUT`` (or :func:`build_release`) writes, into a new folder:
 
 - ``notebooks/``: the lab's notebooks, outputs cleared;
 - ``labcore/``: the package with the course setting on (a ``STUDENT`` file, see
-  :mod:`labcore.exercises.setting`) and every exercise module **sealed**: its code, with each
-  exercise's ``solution=``, last hint, ``correct_example=`` and ``wrong_examples=`` and every
-  docstring taken out, is compiled to bytecode (``labcore/course/sealed-<python>.bin``), and the
-  module's file is a stub that loads it. The reference implementations that solutions point to
-  (``ring_all_reduce``, ``shard_of``, ...) still run, for the checks and the notebooks' demos, but
-  have no source to read (``inspect.getsource`` raises OSError) and no text in the package;
+  :mod:`labcore.exercises.setting`). Each notebook's exercise module ships compiled, in two parts
+  (:mod:`labcore.exercises.sealed`, :mod:`labcore.course.faces`): its **face** (the code its
+  notebook runs, and each question as a title, a prompt and every hint but the last) is what the
+  notebook imports; its **checks** (no solutions, examples, docstrings or known mistakes) load only
+  where a check runs: in the checker's child process, or for a live check beside the learner's ranks.
+  Nothing a learner can reach from a question holds its answer; the lab's reference code that a
+  notebook demonstrates runs, and a check refuses it handed in;
 - ``tests/data/`` (the recorded logs and runs the notebooks read), ``pyproject.toml``, ``README.md``,
   ``binder/`` and ``environment.yml``, and ``RELEASE.md`` saying what was withheld.
 
 Bytecode is specific to a Python version: the release holds code for the Python that builds
-it and for each ``--python`` interpreter given. What it keeps out of reach is text: a student
-who disassembles a check can still see what it compares with, as with any check that runs on
-the student's machine; the grade that counts is the autograder's, run by the instructor with
-the full package (:mod:`labcore.course.grading`).
+it and for each ``--python`` interpreter given. A student who disassembles the checks on their own
+machine can find what they compare with, as with any check that answers on the student's machine;
+the grade is computed elsewhere (:mod:`labcore.course.grading`), and a graded run's copy of the
+release (:func:`graded_copy`) holds no checks at all.
 
 Example
 -------
@@ -25,7 +26,7 @@ Example
 """
 from __future__ import annotations
 
-import ast
+import importlib
 import json
 import os
 import shutil
@@ -34,15 +35,16 @@ import sys
 import tempfile
 from pathlib import Path
 
+from labcore.course.faces import FaceError, checks_source, faces, sealed_module
 from labcore.exercises.setting import MARKER
 
-# Modules under labcore.exercises that ship as source: the framework, and code learners read.
-OPEN_MODULES = {"labcore.exercises", "labcore.exercises.core", "labcore.exercises.hang_cases"}
-WITHHELD_KEYWORDS = ("solution", "correct_example", "wrong_examples")
-STUB = ('"""Exercises of the Collective Communication Lab (student release: compiled, without solutions)."""\n'
-        "from labcore.course.sealed import load as _load\n\n_load(globals())\n")
+STUB = ('"""Exercises of the Collective Communication Lab (student release: compiled, without answers)."""\n'
+        "from labcore.exercises.sealed import load as _load\n\n_load(globals())\n")
+CHECKS_PACKAGE = ('"""The student release\'s checks, loaded from compiled code (labcore.exercises.sealed)."""\n'
+                  "from labcore.exercises.sealed import install_checks\n\ninstall_checks()\n")
+BLOBS = ("faces", "checks")
 
-__all__ = ["build_release", "ReleaseError", "OPEN_MODULES", "seal_source"]
+__all__ = ["build_release", "graded_copy", "ReleaseError"]
 
 
 class ReleaseError(ValueError):
@@ -60,87 +62,37 @@ def _check_out(out: Path) -> None:
         raise ReleaseError("this labcore is a student release already: build from the lab's repository")
 
 
-# -- taking the answers out of a module's source --------------------------------------------------
-class _Strip(ast.NodeTransformer):
-    """Drops docstrings, and from every exercise constructor (a call with ``solution=``) the answers."""
-
-    def __init__(self, module: str):
-        self.module = module
-        self.exercises = 0
-
-    def _drop_docstring(self, node):
-        self.generic_visit(node)
-        body = node.body
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-        return node
-
-    visit_Module = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _drop_docstring
-
-    def visit_Call(self, node: ast.Call):
-        self.generic_visit(node)
-        names = {k.arg for k in node.keywords}
-        if "solution" not in names:
-            return node
-        self.exercises += 1
-        kept = []
-        for k in node.keywords:
-            if k.arg in WITHHELD_KEYWORDS:
-                continue
-            if k.arg == "hints":
-                if not isinstance(k.value, (ast.List, ast.Tuple)):
-                    raise ReleaseError(f"{self.module}, line {node.lineno}: hints= is not a list written out, so "
-                                       "the release cannot withhold the last hint; write the hints as a list")
-                k.value.elts = k.value.elts[:-1]
-            kept.append(k)
-        node.keywords = kept
-        return node
-
-
-def seal_source(source: str, module: str = "module") -> tuple[str, int]:
-    """(source without solutions, last hints, examples and docstrings; how many exercises it held).
-
-    >>> text, n = seal_source('q = E("t", "p", hints=["a", "b"], solution="42", correct_example=42)')
-    >>> text, n
-    ("q = E('t', 'p', hints=['a'])", 1)
-    """
-    strip = _Strip(module)
-    tree = strip.visit(ast.parse(source))
-    return ast.unparse(ast.fix_missing_locations(tree)), strip.exercises
-
-
 # -- compiling for each Python ----------------------------------------------------------------------
 _COMPILER = r"""
 import json, marshal, sys
-sources = json.load(sys.stdin)
-code = {name: marshal.dumps(compile(text, f"<{name}: compiled in the student release>", "exec", dont_inherit=True))
-        for name, text in sources.items()}
-with open(sys.argv[1], "wb") as out:
-    out.write(marshal.dumps(code))
+parts = json.load(sys.stdin)
+for kind, sources in parts.items():
+    code = {name: marshal.dumps(compile(text, f"<{name}: compiled in the student release>", "exec", dont_inherit=True))
+            for name, text in sources.items()}
+    with open(sys.argv[1] + "." + kind, "wb") as out:
+        out.write(marshal.dumps(code))
 print("%d.%d" % sys.version_info[:2])
 """
 
 
-def _compile_for(python: str, sources: dict[str, str], folder: Path) -> str:
-    """Compile ``sources`` with interpreter ``python``; returns its version ("3.11")."""
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".bin")
-    os.close(fd)
+def _compile_for(python: str, parts: dict[str, dict[str, str]], folder: Path) -> str:
+    """Compile each part's sources with interpreter ``python`` into ``<part>-<version>.bin``; returns the version."""
+    tmp = tempfile.mkdtemp(dir=folder)
     try:
         try:
-            done = subprocess.run([python, "-I", "-c", _COMPILER, tmp], input=json.dumps(sources), text=True,
-                                  capture_output=True, timeout=300)
+            done = subprocess.run([python, "-I", "-c", _COMPILER, os.path.join(tmp, "code")], input=json.dumps(parts),
+                                  text=True, capture_output=True, timeout=300)
         except (OSError, subprocess.TimeoutExpired) as err:
             raise ReleaseError(f"--python {python}: cannot run it ({err}); give the path of a Python interpreter")
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise ReleaseError(f"--python {python} could not compile the exercises: {last}")
         version = done.stdout.strip()
-        os.replace(tmp, folder / f"sealed-{version}.bin")
+        for kind in parts:
+            os.replace(os.path.join(tmp, f"code.{kind}"), folder / f"{kind}-{version}.bin")
         return version
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # -- the release ------------------------------------------------------------------------------------------
@@ -151,22 +103,61 @@ def _module_name(root: Path, path: Path) -> str:
     return ".".join(parts)
 
 
-def _copy_package(root: Path, out: Path) -> dict[str, str]:
-    """Copy labcore/ into ``out``, sealing the exercise modules; returns {module: sealed source}."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "STUDENT", "sealed-*.bin")
+def _notebook_code(root: Path) -> str:
+    import nbformat
+
+    cells = []
+    for path in sorted((root / "notebooks").glob("*.ipynb")):
+        cells += [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    return "\n".join(cells)
+
+
+def _questions() -> dict[str, list]:
+    """{notebook's module: [(var, catalog name, exercise, hints a learner sees)]}: each exercise under its
+    catalog name first, then any other name the module gives it."""
+    from labcore.course.catalog import PREFIX, all_exercises
+
+    found: dict[str, list] = {}
+    for name, (_, q) in all_exercises().items():
+        short, var = name.split(".")
+        module = importlib.import_module(PREFIX + short)
+        entries = found.setdefault(module.__name__, [])
+        entries.append((var, name, q, q.hints[:-1]))
+        entries += [(other, name, q, q.hints[:-1]) for other, value in vars(module).items()
+                    if value is q and other != var and other.startswith("q_")]
+    return found
+
+
+def _copy_package(root: Path, out: Path) -> dict[str, dict[str, str]]:
+    """Copy labcore/ into ``out`` with each notebook's exercise module split in face and checks (as
+    stubs and a package for the checks); returns {"faces": {module: source}, "checks": {...}}."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "STUDENT", "*.bin")
     shutil.copytree(root / "labcore", out / "labcore", ignore=ignore)
-    sources, counted = {}, 0
+    sources, namespaces = {}, {}
     for path in sorted((root / "labcore" / "exercises").rglob("*.py")):
         name = _module_name(root, path)
-        if name in OPEN_MODULES:
-            continue
-        text, n = seal_source(path.read_text(encoding="utf-8"), name)
-        sources[name] = text
-        counted += n
-        (out / path.relative_to(root)).write_text(STUB, encoding="utf-8")
-    if not counted:
-        raise ReleaseError("found no exercise (a call with solution=) under labcore/exercises: nothing to seal")
-    return sources
+        if sealed_module(name):
+            sources[name] = path.read_text(encoding="utf-8")
+            namespaces[name] = vars(importlib.import_module(name))
+            (out / path.relative_to(root)).unlink()
+    try:
+        face = faces(sources, namespaces, _questions(), _notebook_code(root))
+        checks = {name: checks_source(text, name, namespaces[name]) for name, text in sources.items()
+                  if name.rsplit(".", 1)[-1] != "mistakes"}
+    except FaceError as err:
+        raise ReleaseError(str(err)) from None
+    if not face:
+        raise ReleaseError("found no exercise module under labcore/exercises: nothing to seal")
+    for name in face:
+        parts = name.split(".")
+        path = out.joinpath(*parts).with_suffix(".py")
+        if (root.joinpath(*parts) / "__init__.py").exists():
+            path = out.joinpath(*parts, "__init__.py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(STUB, encoding="utf-8")
+    (out / "labcore" / "exercises" / "_full").mkdir()
+    (out / "labcore" / "exercises" / "_full" / "__init__.py").write_text(CHECKS_PACKAGE, encoding="utf-8")
+    return {"faces": face, "checks": checks}
 
 
 def _copy_notebooks(root: Path, out: Path) -> list[str]:
@@ -186,7 +177,7 @@ def _copy_notebooks(root: Path, out: Path) -> list[str]:
     return names
 
 
-_PACKAGE_DATA = '\n[tool.setuptools.package-data]\nlabcore = ["exercises/STUDENT", "course/sealed-*.bin"]\n'
+_PACKAGE_DATA = '\n[tool.setuptools.package-data]\nlabcore = ["exercises/STUDENT", "exercises/*.bin"]\n'
 
 
 def _copy_extras(root: Path, out: Path) -> None:
@@ -212,19 +203,27 @@ def _git_commit(root: Path) -> str:
         return "unknown"
 
 
-def _release_notes(out: Path, notebooks: list[str], sources: dict[str, str], versions: list[str], commit: str) -> None:
+def _release_notes(out: Path, notebooks: list[str], parts: dict, versions: list[str], commit: str) -> None:
     from labcore.course.catalog import all_exercises
 
     lines = ["# Student release of the Collective Communication Lab", "",
              f"Built from commit {commit} for Python {', '.join(versions)}. The course setting is on (student):",
-             "`solution()` and each exercise's last hint are off; every check works as in the lab.", "",
+             "`solution()` and each exercise's last hint are off.", "",
              "Install: `python3 -m venv .venv && .venv/bin/pip install -e \".[lab]\"`, then",
              "`.venv/bin/jupyter lab notebooks/`.", "", "## Notebooks", ""]
     lines += [f"- notebooks/{n}" for n in notebooks]
-    lines += ["", "## Exercise modules shipped compiled, without solutions", ""]
-    lines += [f"- {name}" for name in sorted(sources)]
-    lines += ["", f"{len(all_exercises())} exercises: their solutions, last hints and example answers are not "
-              "in this release."]
+    lines += ["", "## What the notebooks import (compiled: `labcore/exercises/faces-*.bin`)", "",
+              "Each notebook's questions (a title, a prompt, every hint but the last) and the code its notebooks "
+              "run:", ""]
+    for name, text in sorted(parts["faces"].items()):
+        exported = text.rsplit("__all__ = ", 1)[1].strip()
+        lines.append(f"- {name}: {', '.join(json.loads(exported.replace(chr(39), chr(34)))) or '(code only)'}")
+    lines += ["", "## The checks (compiled apart: `labcore/exercises/checks-*.bin`)", "",
+              "Loaded only where a check runs (the checker's child process, a live check); a graded run's copy of "
+              "this release leaves them out:", ""]
+    lines += [f"- {name}" for name in sorted(parts["checks"])]
+    lines += ["", f"{len(all_exercises())} exercises: their solutions, last hints, example answers and known "
+              "mistakes are not in this release."]
     (out / "RELEASE.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -234,8 +233,8 @@ def build_release(out, *, pythons=(), root=None) -> Path:
     Parameters
     ----------
     out : the folder to write.
-    pythons : more interpreters to compile the sealed exercises for (one per Python version the
-        students use); the running one is always included.
+    pythons : more interpreters to compile the exercises for (one per Python version the students
+        use); the running one is always included.
     root : the lab's repository (default: the one this labcore was imported from).
     """
     root = Path(root) if root is not None else _repo_root()
@@ -245,16 +244,28 @@ def build_release(out, *, pythons=(), root=None) -> Path:
         raise ReleaseError(f"{root} is not the lab's repository (no labcore/exercises, no pyproject.toml)")
     out.mkdir(parents=True, exist_ok=True)
     try:
-        sources = _copy_package(root, out)
+        parts = _copy_package(root, out)
         notebooks = _copy_notebooks(root, out)
         _copy_extras(root, out)
-        course = out / "labcore" / "course"
-        versions = sorted({_compile_for(p, sources, course) for p in (sys.executable, *pythons)})
+        folder = out / "labcore" / "exercises"
+        versions = sorted({_compile_for(p, parts, folder) for p in (sys.executable, *pythons)})
         commit = _git_commit(root)
-        (out / "labcore" / "exercises" / MARKER.name).write_text(f"student release, commit {commit}\n",
-                                                                 encoding="utf-8")
-        _release_notes(out, notebooks, sources, versions, commit)
+        (folder / MARKER.name).write_text(f"student release, commit {commit}\n", encoding="utf-8")
+        _release_notes(out, notebooks, parts, versions, commit)
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)
         raise
+    return out
+
+
+def graded_copy(release, out) -> Path:
+    """Copy the release's package and data into ``out`` without its checks: what a graded run's notebook
+    sees (every question there says that the grader checks it). Returns ``out``."""
+    release, out = Path(release), Path(out)
+    if not (release / "labcore" / "exercises" / MARKER.name).exists():
+        raise ReleaseError(f"{release} is not a student release: build one with python -m labcore course build")
+    shutil.copytree(release / "labcore", out / "labcore",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "checks-*.bin"))
+    if (release / "tests" / "data").is_dir():
+        shutil.copytree(release / "tests" / "data", out / "tests" / "data")
     return out

@@ -2,12 +2,20 @@
 
 The file is JSON lines, one attempt each (time, notebook, exercise, title, status, learner),
 at ``~/.labcore/progress.jsonl`` or where ``LABCORE_PROGRESS`` points (``off`` records nothing).
-It keeps the latest :data:`MAX_ATTEMPTS` attempts, and every write replaces the whole file
-atomically (a temporary file beside it, then ``os.replace``), so a crash or a second kernel
-never leaves half a line; a write that fails is dropped and the check still prints.
+Recording can never hurt what the path names:
 
+- it only **appends** (one ``write`` of one line, ``O_APPEND``): history is never rewritten, and a file
+  that reaches :data:`MAX_FILE_BYTES` (about 100,000 attempts) records no more (one warning says so);
+- it writes only to a **regular file of this user's**, opened without following a link and without
+  blocking: a device, a FIFO, a folder, a link, a file with other names (hard links) or another
+  user's file is left untouched and the attempt is not recorded;
+- it waits at most :data:`LOCK_WAIT_S` for another kernel's lock, then drops the attempt;
+- a failure to record never breaks a check (:mod:`labcore.events` drops it).
+
+Reading (:func:`read_progress`) takes regular files only, bounded, not through a link; a line that is
+not an attempt of one of the lab's exercises is skipped and named in a :class:`ProgressWarning`.
 :func:`progress` is a learner's table, one row per notebook; :func:`class_view` merges many
-learners' files into one table and a plot for the instructor.
+learners' files into one table and a plot for the instructor; both count the catalog's exercises only.
 
 Example
 -------
@@ -30,21 +38,30 @@ import datetime as _dt
 import getpass
 import json
 import os
-import tempfile
+import stat
+import time
+import warnings
 from pathlib import Path
 from typing import Iterable, Mapping
 
 import pandas as pd
 
 from labcore.course.catalog import NOTEBOOK_TITLES, all_exercises, exercise_name
+from labcore.files import read_bytes_limited
 
 ENV = "LABCORE_PROGRESS"
-MAX_ATTEMPTS = 5000                 # ~150 bytes each: the file stays under 1 MiB
-MAX_FILE_BYTES = 4 << 20            # a file larger than this is not read (not a progress file)
+MAX_FILE_BYTES = 16 << 20           # ~160 bytes an attempt: about 100,000 of them
+LOCK_WAIT_S = 2.0                   # another kernel writing the same file holds its lock for microseconds
 STATUSES = ("correct", "incorrect")
+_FIELDS = ("time", "notebook", "exercise", "title", "status", "learner")
+_NAMED = 5                          # bad lines a warning names (the rest are counted)
 
-__all__ = ["ENV", "MAX_ATTEMPTS", "progress_path", "record_attempt", "attempts", "progress", "class_view",
-           "class_table", "class_plot", "read_progress"]
+__all__ = ["ENV", "MAX_FILE_BYTES", "LOCK_WAIT_S", "ProgressWarning", "progress_path", "record_attempt", "attempts",
+           "progress", "class_view", "class_table", "class_plot", "read_progress"]
+
+
+class ProgressWarning(UserWarning):
+    """A progress file's lines that were skipped, or attempts that were not recorded, and why."""
 
 
 def progress_path() -> Path | None:
@@ -56,26 +73,18 @@ def progress_path() -> Path | None:
 
 
 def record_attempt(exercise, result) -> None:
-    """Append one attempt (a checked answer, right or wrong; "not attempted" is not one)."""
+    """Append one attempt at one of the lab's exercises (a checked answer, right or wrong; "not attempted"
+    is not one, nor an exercise made up outside the lab's notebooks)."""
     path = progress_path()
     if path is None or result.status not in STATUSES:
         return
     name, notebook = exercise_name(exercise)
+    if not notebook:
+        return
     line = json.dumps(dict(time=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                            notebook=notebook, exercise=name, title=str(getattr(exercise, "title", name)),
                            status=result.status, learner=_learner()))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path.parent):
-        kept = _read_lines(path)[-(MAX_ATTEMPTS - 1):] + [line]
-        fd, tmp = tempfile.mkstemp(prefix=".progress-", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write("\n".join(kept) + "\n")
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+    _append(path, (line + "\n").encode())
 
 
 def _learner() -> str:
@@ -85,54 +94,106 @@ def _learner() -> str:
         return ""
 
 
-@contextlib.contextmanager
-def _locked(folder: Path):
-    """Hold an exclusive lock on the folder while a file in it is rewritten (where the OS has flock)."""
+_FULL_SAID: set[str] = set()
+
+
+def _append(path: Path, line: bytes) -> None:
+    """Append ``line`` to ``path`` if it is (or can be made) a regular file of this user's; see the module."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(FileNotFoundError):
+        before = os.lstat(path)
+        if not stat.S_ISREG(before.st_mode):
+            raise ValueError(f"{path} is not a regular file: attempts are not recorded there")
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
+        | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags, 0o600)
     try:
-        import fcntl
-    except ImportError:             # Windows: the atomic replace alone
-        yield
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or \
+                (hasattr(os, "getuid") and info.st_uid != os.getuid()):
+            raise ValueError(f"{path} is not a progress file of this user's (a device, a FIFO, a hard link or "
+                             "another user's file): attempts are not recorded there")
+        if info.st_size + len(line) > MAX_FILE_BYTES:
+            if str(path) not in _FULL_SAID:
+                _FULL_SAID.add(str(path))
+                warnings.warn(f"{path} holds {MAX_FILE_BYTES >> 20} MiB of attempts: no more are recorded (move "
+                              "it away to start a new one; lc.progress() still reads it)", ProgressWarning,
+                              stacklevel=2)
+            return
+        if _lock(fd):
+            os.write(fd, line)
     finally:
         os.close(fd)
 
 
-def _read_lines(path: Path) -> list[str]:
+def _lock(fd: int) -> bool:
+    """An exclusive lock on the open file within :data:`LOCK_WAIT_S` (True where the OS has no flock)."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            return []
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return []
-    return [line for line in text.splitlines() if line.strip()]
+        import fcntl
+    except ImportError:             # Windows: appends alone
+        return True
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+
+
+def _exercises() -> dict[str, str]:
+    """{exercise: notebook} of the lab's catalog."""
+    return {name: notebook for name, (notebook, _) in all_exercises().items()}
 
 
 def read_progress(path) -> list[dict]:
-    """The attempts in one progress file (lines that are not attempts are skipped)."""
+    """The attempts in one progress file, each an exercise of the lab's catalog (its notebook the
+    catalog's). Lines that are not are skipped, and named in one :class:`ProgressWarning`."""
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{path} is not a progress file: give the path of a learner's progress.jsonl")
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise ValueError(f"{path} is over {MAX_FILE_BYTES >> 20} MiB: not a progress file")
-    rows = []
-    for line in _read_lines(path):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
+    try:
+        data = read_bytes_limited(path, MAX_FILE_BYTES, "a progress file", follow_links=False,
+                                  fix="give a learner's progress.jsonl")
+    except FileNotFoundError as err:
+        raise ValueError(str(err)) from None
+    known = _exercises()
+    rows, bad = [], []
+    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
             continue
-        if isinstance(row, dict) and row.get("status") in STATUSES and isinstance(row.get("exercise"), str):
+        row, why = _attempt(line, known)
+        if row is None:
+            bad.append(f"line {number} ({why})")
+        else:
             rows.append(row)
+    if bad:
+        more = f" and {len(bad) - _NAMED} more" if len(bad) > _NAMED else ""
+        warnings.warn(f"{path}: skipped {', '.join(bad[:_NAMED])}{more}", ProgressWarning, stacklevel=2)
     return rows
 
 
+def _attempt(line: str, known: dict[str, str]) -> tuple[dict | None, str]:
+    """(the attempt a line holds, or None and why not)."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None, "not JSON"
+    if not isinstance(row, dict):
+        return None, "not an attempt"
+    if any(not isinstance(row.get(f, ""), str) for f in _FIELDS):
+        return None, "a field that is not text"
+    if row.get("status") not in STATUSES:
+        return None, f"status {str(row.get('status'))[:20]!r}"
+    if row.get("exercise") not in known:
+        return None, f"{str(row.get('exercise'))[:40]!r} is not an exercise of the lab"
+    return {**{f: row.get(f, "") for f in _FIELDS}, "notebook": known[row["exercise"]]}, ""
+
+
 def attempts(path=None) -> list[dict]:
-    """This learner's attempts, oldest first."""
+    """This learner's attempts of the lab's exercises, oldest first."""
     path = progress_path() if path is None else Path(path)
-    if path is None or not path.exists():
+    if path is None or not os.path.lexists(path):
         return []
     return read_progress(path)
 
@@ -159,10 +220,10 @@ def progress(path=None) -> pd.DataFrame:
     frame = _per_exercise(attempts(path))
     totals = _totals()
     rows = []
-    for notebook in sorted(set(totals.index) | set(frame["notebook"])):
+    for notebook in sorted(totals.index):
         mine = frame[frame["notebook"] == notebook]
         rows.append(dict(notebook=notebook, title=NOTEBOOK_TITLES.get(notebook, "other"),
-                         exercises=int(totals.get(notebook, mine["exercise"].nunique())),
+                         exercises=int(totals[notebook]),
                          attempted=int(mine["exercise"].nunique()),
                          passed=int(mine.loc[mine["passed"], "exercise"].nunique()),
                          attempts=len(mine), last_attempt=mine["time"].max() if len(mine) else ""))
@@ -184,7 +245,17 @@ def _learner_files(paths) -> dict[str, Path]:
         files[label] = p
     if not files:
         raise ValueError("class_view needs one or more learners' progress files")
+    _inside_their_folder(list(files.values()))
     return files
+
+
+def _inside_their_folder(paths: list[Path]) -> None:
+    """Refuse a file that a link leads out of the folder the files were given in (``learners/``)."""
+    folder = Path(os.path.commonpath([os.path.abspath(p.parent) for p in paths]))
+    real = os.path.realpath(folder)
+    for p in paths:
+        if os.path.lexists(p) and os.path.commonpath([real, os.path.realpath(p)]) != real:
+            raise ValueError(f"{p} leads out of {folder} through a link: not a progress file of this class")
 
 
 def class_table(paths: Iterable | Mapping) -> pd.DataFrame:

@@ -7,8 +7,12 @@ largest (``ring``, ``data_parallel``, ``sharding``) are packages split by audien
 ``mistakes`` (the wrong answers the tests run). The framework they share is
 :mod:`labcore.exercises.core`, with :mod:`~labcore.exercises.answers` (an answer
 read with the lab's own types, never its own methods), :mod:`~labcore.exercises.timing`
-(time limits that count only the learner's code) and :mod:`~labcore.exercises.live`
-(checks on live ranks of several world sizes).
+(time limits that count only the learner's code), :mod:`~labcore.exercises.live`
+(checks on live ranks of several world sizes), :mod:`~labcore.exercises.checker` (a check of the
+learner's code in a child process killed at its deadline), :mod:`~labcore.exercises.codec` (an
+answer as data, its functions as source), :mod:`~labcore.exercises.own` (the lab's own answers
+refused) and, for a student release, :mod:`~labcore.exercises.question` and
+:mod:`~labcore.exercises.sealed` (questions without answers, checks compiled apart).
 
 Example
 -------

@@ -32,16 +32,18 @@ import sys
 
 import numpy as np
 
+from labcore.exercises.blank import Blank
 from labcore.exercises.timing import learner_code
 
 __all__ = ["type_name", "describe_answer", "safe_repr", "safe_str", "as_number", "as_whole", "as_text", "as_items",
            "as_array", "as_one_number", "as_mapping", "as_pairs", "as_tensor", "holds_text", "equal", "close_number",
-           "spelling"]
+           "spelling", "is_plain"]
 
 _NUMPY_REALS = frozenset({np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
                           np.float16, np.float32, np.float64, np.longdouble})
 _PLAIN = frozenset({int, float, bool, complex, str, bytes, type(None), type(Ellipsis)})
 _DEPTH = 32          # nesting a list may have (a list that holds itself is not a value)
+_PLAIN_ITEMS = 100_000   # items :func:`is_plain` looks at before it calls an answer code
 
 
 def type_name(x) -> str:
@@ -88,6 +90,39 @@ def safe_repr(x, limit: int = 60) -> str:
 def describe_answer(x) -> str:
     """``x`` for feedback: its repr (cut to 60 characters) and its type, e.g. ``'3' (a str)``."""
     return f"{safe_repr(x)} (a {type_name(x)})"
+
+
+def is_plain(x) -> bool:
+    """Whether ``x`` is data only: numbers, text, bytes, None and exact lists, tuples, dicts and sets of
+    them, numpy numbers and arrays of numbers, plain tensors (no subclass: nothing of the learner's
+    that a check could call). A function, a class, an object of the learner's, or more than
+    100,000 items is not: its check runs apart (:mod:`labcore.exercises.checker`)."""
+    todo, seen = [(x, 0)], 0
+    while todo:
+        item, depth = todo.pop()
+        seen += 1
+        t = type(item)
+        if seen > _PLAIN_ITEMS or depth > _DEPTH:
+            return False
+        if t in _PLAIN or t in _NUMPY_REALS or t in (np.bool_, fractions.Fraction, decimal.Decimal, range):
+            continue
+        if t is np.ndarray:
+            if item.dtype.kind not in "biufc":
+                return False
+            continue
+        if _torch_tensor(item):
+            continue
+        if t in (list, tuple, set, frozenset):
+            todo += [(i, depth + 1) for i in (list.__iter__ if t is list else tuple.__iter__ if t is tuple
+                                              else (set if t is set else frozenset).__iter__)(item)]
+            continue
+        if t is dict:
+            todo += [(v, depth + 1) for pair in dict.items(item) for v in pair]
+            continue
+        if t is Blank:
+            continue
+        return False
+    return True
 
 
 def _torch():

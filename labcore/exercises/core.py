@@ -38,32 +38,20 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from labcore import events
-from labcore.exercises import setting
-from labcore.exercises.answers import as_array, as_text, describe_answer, equal, holds_text, safe_repr, safe_str, type_name
+from labcore.exercises import checker, own, setting
+from labcore.exercises.blank import ____, Blank
+from labcore.exercises.answers import (
+    as_array, as_text, as_whole, describe_answer, equal, holds_text, is_plain, safe_repr, safe_str, type_name,
+)
 from labcore.exercises.answers import close_number as close_number
 from labcore.exercises.timing import OutOfTime, learner_code, limit
 
 __all__ = [
     "____", "Blank", "Incorrect", "NotAttempted", "CheckCouldNotRun", "Result", "Exercise",
-    "ValueExercise", "FunctionExercise", "CustomExercise",
+    "ValueExercise", "FunctionExercise", "CustomExercise", "STATUSES",
 ]
 
 
-class Blank:
-    """The placeholder a starter cell holds until the learner answers (``____``)."""
-
-    _instance = None
-
-    def __new__(cls):
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "____"
-
-
-____ = Blank()
 _NOTHING = object()  # "no argument given", distinct from a learner's None
 
 
@@ -93,7 +81,8 @@ def _not_finite(answer: Any) -> bool:
 
 @dataclass(frozen=True)
 class Result:
-    """The outcome of one check: ``status`` is "correct", "incorrect" or "not attempted"."""
+    """The outcome of one check: ``status`` is "correct", "incorrect", "not attempted", or "not checked"
+    (a copy of the lab without the exercise's check: a graded run's, whose grader checks the answer)."""
 
     status: str
     message: str
@@ -172,7 +161,10 @@ class Exercise:
 
     # -- what a learner calls -------------------------------------------------
     def check(self, answer: Any = _NOTHING, **context: Any) -> None:
-        """Check ``answer`` and print what is right or wrong (never raises); the attempt is recorded."""
+        """Check ``answer`` and print what is right or wrong; the attempt is recorded.
+
+        Never raises for anything the answer does (its code runs apart, see
+        :mod:`labcore.exercises.checker`); Ctrl-C still stops it."""
         result = self._evaluate(answer, context, caller_depth=2)
         print(result)
         events.announce("attempt", exercise=self, result=result)
@@ -181,13 +173,24 @@ class Exercise:
         """Like :meth:`check` but return the :class:`Result` instead of printing it."""
         return self._evaluate(answer, context, caller_depth=2)
 
-    def hint(self, level: int = 1) -> None:
-        """Print hint number ``level`` (1 = gentlest); in a course's student mode the last hint is off."""
+    def self_test(self, answer: Any, **context: Any) -> Result:
+        """:meth:`evaluate` for the lab's own tests: the lab's answers are checked like any other, where a
+        learner's check refuses them (:mod:`labcore.exercises.own`)."""
+        return self._evaluate(answer, context, caller_depth=2, refuse_own=False)
+
+    def hint(self, level: Any = 1) -> None:
+        """Print hint number ``level`` (1 = gentlest); in a course's student mode the last hint is off.
+
+        A level that is not a whole number from 1 (``nan``, ``"2"``, ``-1``) shows the first hint and says so."""
         hints = setting.visible_hints(self.hints)
         if not hints:
             print(f"{self.title}: no hints for this one; try solution().")
             return
-        level = max(1, int(level))
+        asked = as_whole(level)
+        if asked is None or asked < 1:
+            print(f"(hint takes a whole number from 1, not {safe_repr(level)}: here is hint 1)")
+            asked = 1
+        level = asked
         text = hints[min(level, len(hints)) - 1]
         more = (f" (hint({level + 1}) says more)" if level < len(hints)
                 else setting.last_hint_note())
@@ -211,41 +214,107 @@ class Exercise:
     def _check(self, answer: Any, **context: Any) -> str | None:
         raise NotImplementedError("an Exercise subclass implements _check(answer, **context)")
 
-    def _evaluate(self, answer: Any, context: dict, caller_depth: int) -> Result:
+    def _evaluate(self, answer: Any, context: dict, caller_depth: int, refuse_own: bool = True) -> Result:
         if answer is _NOTHING and self.var is not None:
             answer = sys._getframe(caller_depth).f_globals.get(self.var, _NOTHING)
+        early = self._early(answer)
+        if early is not None:
+            return early
+        if self._runs_apart(answer):
+            name = own.refused(answer, own.lab_answers(self)) if refuse_own else None   # read, not run: here
+            if name is not None:
+                return Result("incorrect", f"{self.title}: not quite. {own.refusal(name)}")
+            return self._outcome(checker.check_apart(self, answer, context, time_limit=self.time_limit,
+                                                     preload=self._preload(), refuse_own=refuse_own), answer)
+        return self._judge_here(answer, context, refuse_own)
+
+    def _judge_here(self, answer: Any, context: dict, refuse_own: bool = True) -> Result:
+        """Refuse the lab's own answer (see :mod:`labcore.exercises.own`), else check in this process."""
+        if refuse_own:
+            name = own.refused(answer, own.lab_answers(self))
+            if name is not None:
+                return Result("incorrect", f"{self.title}: not quite. {own.refusal(name)}")
+        return self._evaluate_here(answer, context)
+
+    def _early(self, answer: Any) -> Result | None:
+        """The verdicts that need no check: starter code, None, nan and inf."""
         how = f"q.check({self.var or 'answer'})"
-        blank = Result("not attempted", f"{self.title}: not attempted yet. "
-                       f"Replace ____ with your answer, then run {how}.")
         if _is_blank(answer):
-            return blank
+            return Result("not attempted", f"{self.title}: not attempted yet. "
+                          f"Replace ____ with your answer, then run {how}.")
         if answer is None or _not_finite(answer):
             why = ("None: nothing was computed (a function or cell without a return value?)"
                    if answer is None else f"{answer}: some step divided by zero or overflowed")
             return Result("incorrect", f"{self.title}: not quite. Your answer is {why}. "
                           f"This question takes {self.expects}.")
+        return None
+
+    def _runs_apart(self, answer: Any) -> bool:
+        """Whether the check runs in a child process: the answer holds the learner's code."""
+        return not is_plain(answer)
+
+    def _preload(self) -> list[str]:
+        """The lab's modules a check of this exercise imports (the child imports them once)."""
+        names = {type(self).__module__}
+        for value in vars(self).values():
+            module = getattr(value, "__module__", None) if callable(value) else None
+            if isinstance(module, str):
+                names.add(module)
+        return sorted(n for n in names if n.startswith("labcore."))
+
+    def _outcome(self, outcome: checker.Outcome, answer: Any = None) -> Result:
+        """The Result of a check run apart (see :class:`labcore.exercises.checker.Outcome`)."""
+        kind, status, message = outcome
+        wrong = f"{self.title}: not quite. "
+        if kind == "verdict" and status in STATUSES:
+            return Result(status, message)
+        if kind == "verdict" and status == "raised":
+            return Result("incorrect", wrong + f"Checking your answer raised {message}")
+        if kind == "verdict" and status == "no check":
+            return Result("not checked", f"{self.title}: this copy of the lab holds no check for this question "
+                          "(a graded run's copy): the grader checks your answer.")
+        if kind == "verdict" and status == "opaque":
+            return Result("incorrect", wrong + f"Your answer is a {type_name(answer)}, which cannot be copied to "
+                          f"where answers are checked; this question takes {self.expects}.")
+        if kind == "timeout":
+            return Result("incorrect", wrong + self._out_of_time())
+        if kind in ("died", "unpicklable") or kind == "verdict":
+            what = ("the process that checked it ended: " if kind == "died" else
+                    "it cannot be sent to the process that checks it: " if kind == "unpicklable" else "")
+            return Result("incorrect", wrong + f"Your answer could not be checked: {what}{safe_str(message)}.")
+        return Result("incorrect", f"{self.title}: the check could not run ({message}); run the check again.")
+
+    def _out_of_time(self) -> str:
+        within = f"within {self.time_limit:g} s" if self.time_limit else "in time"
+        return (f"Your code did not return {within}, so it was stopped: an endless loop, or a wait for something "
+                "that never comes?")
+
+    def _evaluate_here(self, answer: Any, context: dict) -> Result:
+        """Run the check in this process (the checker's child process runs this one)."""
         try:
             with limit(self.time_limit):
                 remark = self._check(answer, **context)
         except NotAttempted:
-            return blank
+            return self._early(____)
         except Incorrect as wrong:
             return Result("incorrect", f"{self.title}: not quite. {safe_str(wrong, 4000)}")
         except OutOfTime:
-            what = "Your function" if callable(answer) else "Your answer's code"
-            return Result("incorrect", f"{self.title}: not quite. {what} did not return within "
-                          f"{self.time_limit:g} s, so it was stopped: an endless loop, or a wait for "
-                          "something that never comes?")
+            return Result("incorrect", f"{self.title}: not quite. {self._out_of_time()}")
         except (ImportError, CheckCouldNotRun) as err:      # the lab's own code, not the answer: say so
             return Result("incorrect", f"{self.title}: the check could not run ({type_name(err)}: "
                           f"{safe_str(err, 4000)}); restart the kernel and run the notebook's first cells again.")
-        except Exception as err:
-            if callable(answer):  # most likely the learner's own code raised while being checked
+        except KeyboardInterrupt:                            # Ctrl-C: the check stops, as any cell does
+            raise
+        except BaseException as err:                         # SystemExit, GeneratorExit, ...: still a verdict
+            if callable(answer) or not isinstance(err, Exception):
                 return Result("incorrect", f"{self.title}: not quite. Checking your answer raised "
                               f"{type_name(err)}: {safe_str(err)}")
             return Result("incorrect", f"{self.title}: not quite. Your answer, {describe_answer(answer)}, "
                           f"is not {self.expects}.")
         return Result("correct", f"{self.title}: correct!" + (f" {remark}" if remark else ""))
+
+
+STATUSES = ("correct", "incorrect", "not attempted", "not checked")
 
 
 class ValueExercise(Exercise):

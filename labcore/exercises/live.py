@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 
 from labcore.exercises.core import CheckCouldNotRun, CustomExercise, Incorrect
 
-__all__ = ["OTHER_SIZES", "LiveExercise", "clusters", "warm_up", "on_every_size"]
+__all__ = ["OTHER_SIZES", "LiveExercise", "clusters", "warm_up", "on_every_size", "class_with"]
 
 OTHER_SIZES = (3, 5)        # world sizes every live check also runs at, besides the learner's cluster
 WARM_UP_TIMEOUT_S = 180.0   # the lab's own first call on fresh ranks: imports and first connections
@@ -102,6 +102,25 @@ def on_every_size(cluster, world_size: int, check_one: Callable[[Any], Any]) -> 
         passed.append(cl.world_size)
 
 
+def class_with(answer, *methods: str) -> bool:
+    """Whether ``answer`` is a class that has ``methods``: a class here (asked as the learner's code), or
+    one handed in as source to the grader (read from its source, not run: it is defined on the ranks)."""
+    from labcore.exercises.codec import Sourced
+    from labcore.exercises.timing import learner_code
+
+    if type(answer) is Sourced:
+        import ast
+
+        try:
+            tree = ast.parse(answer.source)
+        except SyntaxError:
+            return False
+        body = next((n.body for n in tree.body if isinstance(n, ast.ClassDef)), [])
+        defined = {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        return answer.kind == "class" and set(methods) <= defined
+    return issubclass(type(answer), type) and all(learner_code(hasattr, answer, m) for m in methods)
+
+
 class LiveExercise(CustomExercise):
     """An exercise whose check runs the learner's code on live ranks.
 
@@ -113,6 +132,9 @@ class LiveExercise(CustomExercise):
 
     def __init__(self, title: str, prompt: str, *, time_limit: float | None = LIMIT_S, **kwargs: Any):
         super().__init__(title, prompt, time_limit=time_limit, **kwargs)
+
+    def _runs_apart(self, answer: Any) -> bool:
+        return False            # the learner's code runs on the ranks, which a call's timeout replaces
 
     def _check(self, answer: Any, **context: Any) -> str | None:
         if self.time_limit is not None:

@@ -245,7 +245,7 @@ def _watch_notebook(host: str, pid: int, started: float, reap: list, run_dir: st
                     pass
         if run_dir:
             from labcore.live import scratch
-            scratch.remove(run_dir, with_pymp=True)
+            scratch.remove(run_dir)
         if os.getpgid(0) == os.getpid():     # a session of its own (ipyparallel's local launcher)
             os.killpg(os.getpid(), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)

@@ -57,7 +57,7 @@ def _watch_lifeline(lifeline, notebook_pid: int, run_dir: str) -> None:
         deadline = time.monotonic() + 30.0
         while time.monotonic() < deadline:
             if _gone(notebook_pid):
-                scratch.remove(run_dir, with_pymp=True)  # nobody else is left to tidy up
+                scratch.remove(run_dir)  # nobody else is left to tidy up
                 break
             time.sleep(0.02)
         subreaper.end_descendants()  # those that left its group too (setsid, setpgid), daemons adopted

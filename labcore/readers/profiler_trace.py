@@ -32,7 +32,11 @@ collectives whose kernels ran after it ended, collectives without a size), never
 
 Inputs are untrusted: a file over 64 MiB (decompressed) is refused unread or as soon as its
 decompression passes the limit, malformed JSON or a wrong shape is one line naming the file,
-and the work is linear in the events (sorted once, then binary searches).
+and the work is linear in the events (sorted once, then binary searches). A file is read one event
+at a time (:mod:`labcore.readers.json_stream`), keeping only the events and arguments this reader
+uses: reading one holds at most 3.5 times its JSON text (1 MiB for a file under 300 KiB) and never
+over 448 MiB; a file that would need more (a trace of millions of tiny events, one event of many
+megabytes) is refused before the memory is spent.
 
 Why not HolisticTraceAnalysis's parser
 --------------------------------------
@@ -55,7 +59,6 @@ from __future__ import annotations
 import bisect
 import glob
 import gzip
-import json
 import math
 import os
 import re
@@ -66,7 +69,7 @@ from pathlib import Path
 import numpy as np
 
 from labcore import collectives as _collectives
-from labcore.readers import intervals
+from labcore.readers import intervals, json_stream
 from labcore.readers.recording import ITEMSIZE, ROW, Recording, combine, from_profiling_name, nccl_tests_bytes
 
 __all__ = ["read_trace", "kernel_choice", "match_kernels", "collective_row", "load_trace", "Events", "TRACES_DIR",
@@ -78,6 +81,14 @@ TRACES_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "traces"
 """Real traces of public multi-GPU jobs shipped with the lab (their sources: README.md there)."""
 _MAX_FILES = 4096
 _CHUNK = 1 << 20
+_MEMORY = 448 << 20          # what reading one trace may hold besides its text, at most
+_PER_BYTE = 2.5              # ... and per byte of its text (the text itself makes 3.5)
+_FLOOR = 1 << 20             # ... whatever a small file's size
+_TOP = ("baseTimeNanoseconds", "distributedInfo", "deviceProperties")
+_KEPT_FIELDS = ("ph", "cat", "name", "ts", "dur", "tid", "args")
+_KEPT_ARGS = frozenset({"correlation", "device", "stream", "grid", "block", "Input Dims", "Input type", "Process Group Name",
+                        "Process Group Ranks", "Group size", "In msg nelems", "Out msg nelems", "dtype",
+                        "Collective name"})
 
 # --- what NCCL's kernel names and launch sizes say -------------------------------------------
 # Kernel names, NVIDIA/nccl: before 2.19, ncclKernel_<Func>_<ALGO>_<PROTO>_<RedOp>_<type>
@@ -209,7 +220,7 @@ def _fail(path, what: str) -> ValueError:
     return ValueError(f"{path}: {what}")
 
 
-def _read_bytes(path: Path, limit: int = MAX_TRACE_BYTES) -> bytes:
+def _read_bytes(path: Path, limit: int = MAX_TRACE_BYTES) -> bytearray:
     try:
         st = os.stat(path)
     except OSError as err:
@@ -223,38 +234,58 @@ def _read_bytes(path: Path, limit: int = MAX_TRACE_BYTES) -> bytes:
         head = f.read(2)
         f.seek(0)
         if head != b"\x1f\x8b":
-            return f.read(limit + 1)
-        out, size = [], 0
+            out = bytearray(min(st.st_size, limit) + 1)        # a buffer the file's size, not the limit's
+            del out[f.readinto(out):]
+            return out
+        out = bytearray()                  # grown in place: never the chunks and their join at once
         try:
             with gzip.GzipFile(fileobj=f) as z:
                 while chunk := z.read(_CHUNK):
-                    size += len(chunk)
-                    if size > limit:
+                    if len(out) + len(chunk) > limit:
                         raise _fail(path, f"decompresses to over {limit >> 20} MiB; profile fewer steps "
                                           "(torch.profiler.schedule(active=1..2))")
-                    out.append(chunk)
+                    out += chunk
         except (OSError, EOFError, zlib.error) as err:
             raise _fail(path, f"is not a readable gzip file ({err})")
-    return b"".join(out)
+    return out
 
 
 def load_trace(path: Path, limit: int = MAX_TRACE_BYTES) -> dict:
-    """One trace file's JSON, read within ``limit`` bytes (decompressed), or a one-line ValueError."""
+    """One trace file's top-level facts and the events this reader uses (their arguments cut to those it
+    reads), within ``limit`` bytes of JSON and the memory bound of the module docstring, or a one-line
+    ValueError naming the file."""
     name = str(path)
     if not (name.endswith(".json") or name.endswith(".json.gz")):
         raise _fail(path, "is not a .json or .json.gz file (the profiler's trace)")
     data = _read_bytes(path, limit)
+    budget = max(min(int(_PER_BYTE * len(data)), _MEMORY - len(data)), _FLOOR)
     try:
-        trace = json.loads(data)
-    except RecursionError:
-        raise _fail(path, "is JSON nested too deeply to be a profiler trace")
-    except UnicodeDecodeError as err:
-        raise _fail(path, f"is not UTF-8 text ({err.reason} at byte {err.start})")
+        top, events = json_stream.read_records(data, "traceEvents", _keeper(name), fields=_TOP, budget=budget)
     except ValueError as err:
-        raise _fail(path, f"is not JSON ({err})")
-    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
-        raise _fail(path, "is not a PyTorch profiler trace (no traceEvents list)")
-    return trace
+        text = str(err)
+        raise (err if text.startswith(name) else _fail(path, text.replace("has no traceEvents list", "is not a PyTorch "
+                                                                         "profiler trace (no traceEvents list)")))
+    return {**top, "traceEvents": events}
+
+
+def _keeper(where: str):
+    """``keep(index, event)`` for :func:`json_stream.read_records`: an event this reader uses, validated,
+    its arguments cut to those read (:data:`_KEPT_ARGS`); None for the rest."""
+    def keep(k: int, e) -> dict | None:
+        if not isinstance(e, dict):
+            raise ValueError(f"{where}: event {k} is not a JSON object")
+        if e.get("ph") != "X" or _kind(e) is None:
+            return None
+        args = e.get("args", {})
+        if not isinstance(args, dict):
+            raise ValueError(f"{where}: event {k} ({e['name']!r}) has args that are not a JSON object")
+        _number(e, "ts", where, k)
+        if "dur" in e:
+            _number(e, "dur", where, k)
+        kept = {f: e[f] for f in _KEPT_FIELDS if f in e}
+        kept["args"] = {a: args[a] for a in _KEPT_ARGS if a in args}       # the reader's own names: shared
+        return kept
+    return keep
 
 
 # --- the events this reader uses, validated ---------------------------------------------------
@@ -276,6 +307,16 @@ def _ns(us) -> int:
 # Kineto's event categories (lower-cased; releases before torch 1.10 capitalised them) -> the kinds read
 _CATEGORY = {"kernel": "kernel", "cuda_runtime": "runtime", "cuda_driver": "runtime", "runtime": "runtime",
              "cpu_op": "cpu", "operator": "cpu", "user_annotation": "cpu"}
+
+
+def _kind(e: dict) -> str | None:
+    """The kind of event this reader uses ("kernel", "runtime", "cpu": a scope or a step), or None."""
+    name, cat = e.get("name"), e.get("cat")
+    if not isinstance(name, str) or not isinstance(cat, str):
+        return None
+    cat = _CATEGORY.get(cat.lower())
+    scope = name.startswith("nccl:") or name == "record_param_comms" or name.startswith("ProfilerStep#")
+    return None if cat is None or (cat == "cpu" and not scope) else cat
 
 
 class Events:
@@ -305,13 +346,10 @@ class Events:
         return ev
 
     def _add(self, e: dict, base: int, where: str, k: int) -> None:
-        name, cat = e.get("name"), e.get("cat")
-        if not isinstance(name, str) or not isinstance(cat, str):
+        cat = _kind(e)
+        if cat is None:
             return
-        cat = _CATEGORY.get(cat.lower())
-        scope = name.startswith("nccl:") or name == "record_param_comms" or name.startswith("ProfilerStep#")
-        if cat is None or (cat == "cpu" and not scope):
-            return
+        name = e["name"]
         args = e.get("args", {})
         if not isinstance(args, dict):
             raise ValueError(f"{where}: event {k} ({name!r}) has args that are not a JSON object")

@@ -176,8 +176,8 @@ def _run(args) -> int:
     print(f"size        {_fmt_bytes(sched.nbytes)} ({sched.nbytes:.0f} B)")
     print(f"time        {s['time_us']:.3f} us  ({sched.n_steps} steps, {sched.n_transfers} transfers, "
           f"{s['channels']} channel(s){', protocol ' + s['protocol'] if s['protocol'] else ''})")
-    print(f"algbw       {s['algbw']:.3f} GB/s")
-    print(f"busbw       {s['busbw']:.3f} GB/s")
+    for name in ("algbw", "busbw"):
+        print(f"{name}       " + (f"{s[name]:.3f} GB/s" if s[name] is not None else "none: one rank moves nothing"))
     reach = f"reaches {100 * bound / s['time_us']:.1f}% of it" if s["time_us"] > 0 else "nothing to send"
     print(f"lower bound {bound:.3f} us (any algorithm on this topology): {reach}")
     if trace.has_values:
@@ -195,7 +195,8 @@ def _sweep(args, topo, kwargs: dict) -> int:
         algo, _, extra = _choose(args, topo, size) if auto else (args.algo, "", {})
         t = simulate(args.op, algo, args.ranks, size, values=False, **kwargs, **extra)
         s = t.summary()
-        print(f"{size:>12} {s['time_us']:>12.3f} {s['algbw']:>9.3f} {s['busbw']:>9.3f} {s['bound_us']:>12.3f} "
+        bw = [f"{s[k]:>9.3f}" if s[k] is not None else f"{'-':>9}" for k in ("algbw", "busbw")]
+        print(f"{size:>12} {s['time_us']:>12.3f} {bw[0]} {bw[1]} {s['bound_us']:>12.3f} "
               f"{s['protocol'] or '-':>9}" + (f" {algo:>18}" if auto else ""))
         size *= args.stepfactor
     return 0

@@ -35,7 +35,8 @@ from labcore.sim.nccl import mechanisms as nccl_mechanisms
 
 __all__ = ["simulate", "MAX_VALUES_BYTES", "MAX_TRANSFERS", "MAX_PIPELINE", "MAX_CHANNELS", "MAX_RANKS"]
 
-MAX_VALUES_BYTES = 2 << 30       # a value-carrying run keeps every step's buffers: refuse beyond this
+MAX_VALUES_BYTES = 1 << 30       # a value-carrying run keeps every step's buffers: refuse what would pass this
+# (the whole run's peak, engine.values_bytes: Binder gives 2 GB, and the notebook, its clusters and plots want theirs)
 MAX_TRANSFERS = 12_000_000       # a schedule's transfers (a few hundred bytes each while it is timed)
 MAX_PIPELINE = 1 << 14
 MAX_CHANNELS = 64
@@ -140,8 +141,9 @@ def simulate(op: str, algorithm: str | None = None, ranks: int = 8, nbytes: floa
     if values:
         need = engine.values_bytes(sched, elements)
         if need > MAX_VALUES_BYTES:
-            raise ValueError(f"carrying values through this run would keep ~{need / 2**30:.1f} GiB of buffer states "
-                             f"({sched.n_steps} steps x {sched.chunks} chunks x {sched.agents} agents); time it only "
+            raise ValueError(f"carrying values through this run would need ~{need / 2**30:.1f} GiB at its peak "
+                             f"({sched.n_steps} steps x {sched.chunks} chunks x {sched.agents} agents), over the "
+                             f"{MAX_VALUES_BYTES / 2**30:g} GiB a run with values may take; time it only "
                              "(values=False, --no-values on the command line), or use fewer ranks or pieces")
     trace = Trace(sched, view, reduce_op, contention=contention, protocol=view.protocol, **timed)
     if values:

@@ -185,7 +185,7 @@ class Explorer:
         rows = [("simulated time", f"{s['time_us']:.4g} us"), ("steps / transfers", f"{s['steps']} / {s['transfers']}"),
                 ("channels" + (" / protocol" if s["protocol"] else ""),
                  f"{s['channels']}" + (f" / {s['protocol']}" if s["protocol"] else "")),
-                ("algbw", f"{s['algbw']:.4g} GB/s"), ("busbw", f"{s['busbw']:.4g} GB/s"),
+                *((k, f"{s[k]:.4g} GB/s" if s[k] is not None else "none (one rank)") for k in ("algbw", "busbw")),
                 ("lower bound (any algorithm)", f"{s['bound_us']:.4g} us")]
         notes = getattr(topo, "notes", {}) or {}
         if "alpha" in notes and "bandwidth" in notes:

@@ -9,7 +9,7 @@ from labcore.exercises.core import Incorrect, NotAttempted, _is_blank
 from labcore.exercises.timing import learner_code
 from labcore.exercises.data_parallel.checks import _on_every_size, _run_check
 from labcore.exercises.data_parallel.reference import CHECK_STEPS, _flat, local_batch, loss_fn, make_model
-from labcore.exercises.live import LIMIT_S
+from labcore.exercises.live import LIMIT_S, class_with
 from labcore import collectives
 from labcore.exercises.sharding.reference import (
     Zero3LinearFn, _adam, _adam_steps, _StepWith, _zero3_full, _zero3_model, _zero_step, adam_reference,
@@ -210,8 +210,7 @@ def _zero3_on_rank(fn):
 
 
 def _check_zero3(answer, cluster=None, world_size: int = 4, timeout: float = LIMIT_S):
-    if not (issubclass(type(answer), type) and learner_code(hasattr, answer, "forward")
-            and learner_code(hasattr, answer, "backward")):
+    if not class_with(answer, "forward", "backward"):
         raise Incorrect("pass your class with forward and backward, e.g. "
                         "q_zero3_layer.check(MyZero3Linear, cluster=cl).")
     return _on_every_size(cluster, world_size, lambda cl: _zero3_on(cl, answer, timeout))

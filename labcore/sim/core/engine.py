@@ -321,11 +321,24 @@ def _move_values(trace: Trace, elements: int, seed: int) -> None:
     trace.inputs, trace._holds, trace._values, trace._written = inputs, hist_h, hist_v, written
 
 
+_TRANSFER_BYTES = 256         # a transfer's share of the schedule, its plan and its timing arrays
+_WORKING_BYTES = 32 << 20     # numpy's and Python's own working memory during a run, whatever its size
+
+
 def values_bytes(schedule: Schedule, elements: int = 1) -> int:
-    """Memory a run with values keeps (every step's buffer state), in bytes, before it starts."""
-    A, C, P, S = schedule.agents, schedule.chunks, schedule.ranks, schedule.n_steps
-    per_step = A * C * ((P + 7) // 8 + 8 * elements)
-    return int((S + 1) * per_step + A * C * (2 * P + 8 * elements + 8))
+    """Memory a run with values needs at its peak, in bytes, before it starts: the transfers (the schedule,
+    its plan and timing), every step's buffer state (kept for the animation), the state itself and the
+    inputs, and the larger of one step's work (the reductions' counts, the copies) and ``Trace.verify``'s
+    (the targets, the final holdings, numpy's answer), and 32 MiB of numpy's and Python's own working
+    memory. An upper bound: the measured peak stays below it (benchmarks/bench_memory.py)."""
+    A, C, P, S, e = schedule.agents, schedule.chunks, schedule.ranks, schedule.n_steps, elements
+    steps = schedule.per_chunk()[0].step
+    busiest = int(np.bincount(steps).max()) if steps.size else 0
+    history = (S + 1) * A * C * ((P + 7) // 8 + 8 * e)
+    state = A * C * (P + 8 * e + 8) + 16 * P * C * e
+    step = 3 * A * C * P + busiest * (5 * P + 24 * e + 64)
+    check = P * C * P * (3 + 8 * e)
+    return int(_WORKING_BYTES + _TRANSFER_BYTES * steps.size + history + state + max(step, check))
 
 
 __all__ = ["run", "plan", "timing", "path_latency", "check_schedule", "values_bytes", "Plan", "ScheduleError"]

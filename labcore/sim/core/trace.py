@@ -402,12 +402,17 @@ class Trace:
     # -- numbers ------------------------------------------------------------
     @property
     def algbw(self) -> float:
-        """nccl-tests algorithm bandwidth, GB/s (size / time, GB = 1e9 B)."""
-        return self.schedule.nbytes / self.time_s / 1e9 if self.time_s > 0 else float("inf")
+        """nccl-tests algorithm bandwidth, GB/s (size / time, GB = 1e9 B). A run that takes no time (one
+        rank: nothing moves) has none: ValueError, not inf."""
+        if self.time_s <= 0:
+            s = self.schedule
+            raise ValueError(f"{s.collective} on {s.ranks} rank{'s' if s.ranks != 1 else ''} moves nothing and takes "
+                             "no time: algbw and busbw need 2 or more ranks")
+        return self.schedule.nbytes / self.time_s / 1e9
 
     @property
     def busbw(self) -> float:
-        """nccl-tests bus bandwidth, GB/s (algbw x the collective's factor)."""
+        """nccl-tests bus bandwidth, GB/s (algbw x the collective's factor); ValueError where algbw has none."""
         return self.algbw * buffers.busbw_factor(self.schedule.collective, self.schedule.ranks)
 
     def lower_bound_s(self, in_network: bool | None = None) -> float:
@@ -438,13 +443,15 @@ class Trace:
         return other
 
     def summary(self) -> dict[str, Any]:
-        """Headline numbers of the run as a dict (time in us, bandwidths in GB/s)."""
+        """Headline numbers of the run as a dict (time in us, bandwidths in GB/s; None for a run that moves
+        nothing, one rank's)."""
         s = self.schedule
         return {"collective": s.collective, "algorithm": s.algorithm, "ranks": s.ranks, "nbytes": s.nbytes,
                 "topology": getattr(self.topology, "name", "?"), "protocol": self.protocol,
                 "channels": s.n_channels, "steps": s.n_steps,
-                "transfers": s.n_transfers, "time_us": self.time_s * 1e6, "algbw": self.algbw,
-                "busbw": self.busbw, "bound_us": self.lower_bound_s() * 1e6}
+                "transfers": s.n_transfers, "time_us": self.time_s * 1e6,
+                "algbw": self.algbw if self.time_s > 0 else None, "busbw": self.busbw if self.time_s > 0 else None,
+                "bound_us": self.lower_bound_s() * 1e6}
 
     def to_frame(self):
         """Every transfer with its timing: the schedule's columns plus start_us, end_us and the
