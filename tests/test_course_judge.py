@@ -163,7 +163,7 @@ SCENARIOS = {
     # honest controls: the judge grades right answers right
     "honest value": (_hand(REDUCE, 10), "correct", "correct!"),
     "honest text": (_hand(WHICH, "reduce_scatter"), "correct", "correct!"),
-    "honest function": (_hand(A2A, honest_predict), "correct", "3 cases passed"),
+    "honest function": (_hand(A2A, honest_predict), "correct", "4 cases passed"),
     "honest function with a helper and a constant": (_hand(A2A, helper_predict), "correct", ""),
     "honest function with a decorator": (_hand(A2A, decorated_predict), "correct", ""),
     "honest lambda": (_hand(A2A, lambda inputs: [list(r) for r in zip(*inputs)]), "correct", ""),

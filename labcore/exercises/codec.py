@@ -36,6 +36,7 @@ from __future__ import annotations
 import ast
 import base64
 import builtins
+import collections
 import decimal
 import fractions
 import functools
@@ -151,6 +152,13 @@ def _special(value, depth: int, seen: dict):
     if pandas is not None and t is pandas.DataFrame:
         return {"frame": [[encode(c, depth + 1, seen), encode(value[c].tolist(), depth + 1, seen)]
                           for c in value.columns]}
+    if pandas is not None and t is pandas.Series:
+        return {"series": [encode(value.index.tolist(), depth + 1, seen), encode(value.tolist(), depth + 1, seen),
+                           encode(value.name, depth + 1, seen)]}
+    if pandas is not None and t is pandas.Index:
+        return {"index": [encode(value.tolist(), depth + 1, seen), encode(value.name, depth + 1, seen)]}
+    if t in (collections.OrderedDict, collections.defaultdict, collections.Counter):    # read as the dict it is
+        return {"dict": [[encode(k, depth + 1, seen), encode(v, depth + 1, seen)] for k, v in dict.items(value)]}
     return None
 
 
@@ -378,6 +386,20 @@ def _frame(body, rec):
     return pd.DataFrame({rec(c): rec(v) for c, v in body})
 
 
+def _series(body, rec):
+    import pandas as pd
+
+    index, values, name = body
+    return pd.Series(rec(values), index=rec(index), name=rec(name))
+
+
+def _index(body, rec):
+    import pandas as pd
+
+    values, name = body
+    return pd.Index(rec(values), name=rec(name))
+
+
 _DECODERS = {
     "int": lambda b, rec: int(str(b)),
     "float": lambda b, rec: float({"nan": "nan", "inf": "inf", "-inf": "-inf"}[b]),
@@ -391,6 +413,8 @@ _DECODERS = {
     "npscalar": lambda b, rec: np.frombuffer(base64.b64decode(b[1]), dtype=np.dtype(str(b[0])))[0],
     "tensor": _tensor,
     "frame": _frame,
+    "series": _series,
+    "index": _index,
     "blank": lambda b, rec: ____,
     "function": lambda b, rec: Sourced("function", b),
     "class": lambda b, rec: Sourced("class", b),

@@ -88,7 +88,7 @@ _TOP = ("baseTimeNanoseconds", "distributedInfo", "deviceProperties")
 _KEPT_FIELDS = ("ph", "cat", "name", "ts", "dur", "tid", "args")
 _KEPT_ARGS = frozenset({"correlation", "device", "stream", "grid", "block", "Input Dims", "Input type", "Process Group Name",
                         "Process Group Ranks", "Group size", "In msg nelems", "Out msg nelems", "dtype",
-                        "Collective name"})
+                        "Collective name", "Process Group ID"})
 
 # --- what NCCL's kernel names and launch sizes say -------------------------------------------
 # Kernel names, NVIDIA/nccl: before 2.19, ncclKernel_<Func>_<ALGO>_<PROTO>_<RedOp>_<type>
