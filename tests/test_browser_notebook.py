@@ -1,4 +1,5 @@
-"""Notebook 02 in a real JupyterLab, in headless Chromium, as a learner sees it.
+"""Notebook 02 in a real JupyterLab, in headless Chromium, as a learner sees it; and the student release's
+first notebook there, on the release's own package.
 
 A JupyterLab server (loopback only, a free port, no token, a temporary root with a copy of the
 notebook) serves notebook 02; Chromium, driven by playwright with the system's Chromium (no
@@ -18,8 +19,10 @@ from pathlib import Path
 import pytest
 
 import labcore.sim as sim
-from browser import (CHROMIUM, HEIGHT, MISSING, START_S, WIDTH, ALL_RUN, CAPTION, ERRORS, KERNEL_IDLE,
+from browser import (CHROMIUM, HEIGHT, MISSING, PANEL, START_S, WIDTH, ALL_RUN, CAPTION, ERRORS, KERNEL_IDLE,
                      MISSING_TITLES, OVERFLOWS, PAINTED, answers, start_lab, stop_lab, sync_playwright, wait_for)
+from labcore.course.release import build_release
+from labcore.exercises import setting
 from labcore.viz import captions
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_ring_allreduce.ipynb"
@@ -118,3 +121,70 @@ def _run_all_and_check(page, shots: Path) -> None:
     report = {"figures": page.locator(".jp-Notebook .js-plotly-plot").count(), "captions seen": sorted(steps),
               "notebook width": page.locator(".jp-NotebookPanel").bounding_box()["width"]}
     (shots / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False))
+
+
+# code run in the page's kernel as a learner's new cell would run; returns what it printed (and any error)
+_KERNEL_RUN = f"""async code => {{
+  const future = {PANEL}.sessionContext.session.kernel.requestExecute({{code}});
+  let out = '';
+  future.onIOPub = msg => {{
+    if (msg.header.msg_type === 'stream') out += msg.content.text;
+    if (msg.header.msg_type === 'error') out += msg.content.ename + ': ' + msg.content.evalue;
+  }};
+  await future.done;
+  return out;
+}}"""
+
+_PROBE = """import labcore, labcore.exercises.setting as setting
+print("labcore from", labcore.__file__, "student:", setting.student_mode())
+from labcore.exercises.scaling import q_sharp_gain
+q_sharp_gain.check(2.0)
+q_sharp_gain.hint()
+q_sharp_gain.solution()
+"""
+
+
+@pytest.mark.timeout(600)
+def test_the_student_releases_first_notebook_runs_in_a_browser_on_the_releases_labcore(tmp_path, monkeypatch):
+    release = build_release(tmp_path / "release")
+    first = sorted((release / "notebooks").glob("*.ipynb"))[0]
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("PYTHONPATH", str(release))          # the kernel imports the release's labcore, as a student's
+    monkeypatch.delenv(setting.ENV, raising=False)
+    server, port = start_lab(release / "notebooks", home)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: server.poll() is not None or answers(f"{base}/api/status"), START_S,
+                  "the JupyterLab server to answer")
+        assert server.poll() is None, (home / "jupyter.log").read_text()[-3000:]
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                         args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+            try:
+                page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
+                page.set_default_timeout(START_S * 1000)
+                page.goto(f"{base}/lab/tree/{first.name}")
+                page.wait_for_function(KERNEL_IDLE, timeout=START_S * 1000, polling=500)
+                page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+                page.wait_for_function(ALL_RUN, timeout=RUN_ALL_S * 1000, polling=1000)
+                assert page.evaluate(ERRORS) == []
+                overflows = {}
+                for k, gd in enumerate(page.locator(".jp-Notebook .js-plotly-plot").all()):
+                    gd.scroll_into_view_if_needed()
+                    page.evaluate(PAINTED)
+                    parts = gd.evaluate(OVERFLOWS)
+                    if parts:
+                        overflows[k] = parts
+                assert overflows == {}
+                _screenshot(page, tmp_path / f"release_{first.stem}.png")
+                probe = page.evaluate(_KERNEL_RUN, _PROBE)
+            finally:
+                browser.close()
+    finally:
+        stop_lab(server)
+    # the release's package, in the student setting; a check answers from its process apart, one hint is
+    # left, and the solution is off
+    assert f"labcore from {release / 'labcore' / '__init__.py'} student: True" in probe, probe
+    assert "What SHARP bought: not quite." in probe and "hint 1 of 1 (that was the last hint)" in probe, probe
+    assert setting.SOLUTION_OFF in probe and "480 / 380" not in probe and "Error" not in probe, probe

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -181,6 +182,29 @@ def test_the_release_holds_the_notebooks_a_sealed_labcore_and_the_course_setting
         for cell in json.loads(nb.read_text())["cells"]:
             assert cell.get("outputs", []) == [], nb.name
     assert not (release / "tests" / "test_exercises_all.py").exists() and (release / "tests" / "data").is_dir()
+
+
+_LAB_PATH = re.compile(r"\b(?:docs|benchmarks|tests|binder)/[\w./-]*\w")
+
+
+@pytest.mark.live
+@pytest.mark.slow
+def test_every_file_of_the_lab_the_release_names_is_in_it_and_its_readme_is_the_students(release):
+    named = set()
+    for path in [*(release / "notebooks").glob("*.ipynb"), release / "README.md", release / "RELEASE.md"]:
+        named |= set(_LAB_PATH.findall(path.read_text()))
+    lab_files = {p for p in named if (ROOT / p).exists()}     # NCCL's own docs/... paths are cited, not shipped
+    assert lab_files >= {"docs/slurm.md", "benchmarks/fidelity_report.py"}, lab_files
+    assert [p for p in sorted(lab_files) if not (release / p).exists()] == []
+    readme = (release / "README.md").read_text()
+    assert "Collective Communication Lab (student release)" in readme and "jupyter lab notebooks/" in readme
+    assert "pytest" not in readme and "docs/architecture" not in readme and "instructors" not in readme
+    pyproject = (release / "pyproject.toml").read_text()
+    assert "[tool.pytest" not in pyproject and "notebook_render" not in pyproject and "[tool.ruff" not in pyproject
+    assert "[project.optional-dependencies]" in pyproject and "exercises/*.bin" in pyproject
+    # the script the notebooks tell the learner to run finds what it imports in the release
+    assert "--algorithm" in _release_python(release, "import runpy, sys; sys.argv = ['fidelity_report.py', '--help']; "
+                                                     "runpy.run_path('benchmarks/fidelity_report.py', run_name='__main__')")
 
 
 @pytest.mark.live

@@ -68,7 +68,7 @@ def _run(args) -> int:
         with pd.option_context("display.width", 200, "display.max_columns", 30):
             print(table.to_string())
         if args.plot:
-            figure.write_html(args.plot, include_plotlyjs="cdn")
+            figure.write_html(args.plot, include_plotlyjs=True)     # plotly inside the file: it opens offline
             print(f"plot written to {args.plot}")
     elif args.command == "assignment":
         from labcore.course.grading import make_assignment

@@ -11,8 +11,10 @@
   where a check runs: in the checker's child process, or for a live check beside the learner's ranks.
   Nothing a learner can reach from a question holds its answer; the lab's reference code that a
   notebook demonstrates runs, and a check refuses it handed in;
-- ``tests/data/`` (the recorded logs and runs the notebooks read), ``pyproject.toml``, ``README.md``,
-  ``binder/`` and ``environment.yml``, and ``RELEASE.md`` saying what was withheld.
+- ``tests/data/`` (the recorded logs and runs the notebooks read), the lab's files the notebooks name
+  (:data:`LINKED`), ``binder/`` and ``environment.yml``; ``pyproject.toml`` without the developers'
+  test and lint settings; a ``README.md`` for students (how to start, the notebooks) and ``RELEASE.md``
+  saying what was withheld.
 
 Bytecode is specific to a Python version: the release holds code for the Python that builds
 it and for each ``--python`` interpreter given. A student who disassembles the checks on their own
@@ -29,6 +31,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -179,19 +182,56 @@ def _copy_notebooks(root: Path, out: Path) -> list[str]:
 
 _PACKAGE_DATA = '\n[tool.setuptools.package-data]\nlabcore = ["exercises/STUDENT", "exercises/*.bin"]\n'
 
+# The lab's files that the notebooks name and run (their scripts' own imports included): a release
+# ships them so that every path a notebook gives exists there (tests/test_course_release.py checks it)
+LINKED = ("docs/slurm.md", "docs/slurm_bench.sbatch", "benchmarks/fidelity_report.py", "benchmarks/bench_gate.py",
+          "tests/published.py")
+
+# Settings for the lab's developers (its test suite, its linter), which the release does not ship
+_DEVELOPERS = re.compile(r"^\[tool\.(?:pytest|ruff)[^\]]*\]\n.*?(?=^\[|\Z)", re.M | re.S)
+
 
 def _copy_extras(root: Path, out: Path) -> None:
-    for name in ("README.md", "environment.yml"):
-        if (root / name).exists():
-            shutil.copy2(root / name, out / name)
+    if (root / "environment.yml").exists():
+        shutil.copy2(root / "environment.yml", out / "environment.yml")
     if (root / "binder").is_dir():
         shutil.copytree(root / "binder", out / "binder")
     if (root / "tests" / "data").is_dir():
         shutil.copytree(root / "tests" / "data", out / "tests" / "data")
-    text = (root / "pyproject.toml").read_text(encoding="utf-8")
+    for name in LINKED:
+        if (root / name).is_file():
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / name, out / name)
+    text = _DEVELOPERS.sub("", (root / "pyproject.toml").read_text(encoding="utf-8"))
     if "[tool.setuptools.package-data]" not in text:
         text += _PACKAGE_DATA
     (out / "pyproject.toml").write_text(text, encoding="utf-8")
+
+
+_START = 'python3 -m venv .venv && .venv/bin/pip install -q torch==2.13.0 -e ".[lab]" && .venv/bin/jupyter lab notebooks/'
+
+
+def _student_readme(out: Path, notebooks: list[str]) -> None:
+    """The release's README: what the lab is, how to start it, the notebooks and how the exercises answer."""
+    from labcore.course.catalog import all_exercises
+
+    lines = ["# Collective Communication Lab (student release)", "",
+             "Notebooks on how GPUs exchange and combine data (all-reduce, all-gather, reduce-scatter, ...) and "
+             "how NCCL does it: real collectives on this machine's ranks (gloo on CPU, NCCL on GPUs), the same "
+             "algorithms stepped chunk by chunk in a simulator, and exercises that check your answers.", "",
+             "## Start", "", "From this folder, on Linux or macOS with Python 3.10-3.12 (everything goes into "
+             "`./.venv`):", "", "```bash", _START, "```", "",
+             "Add `--allow-root` at the end where you are root (many containers). No GPU is needed: on a CPU the "
+             "ranks use gloo and every notebook runs.", "", "## Notebooks (in order)", ""]
+    lines += [f"- `notebooks/{n}`" for n in notebooks]
+    lines += ["", "## Exercises", "",
+              f"{len(all_exercises())} exercises, each a `q_...` object in its notebook: `q.check(answer)` says "
+              "whether your answer is right and, where it is not, what is wrong without giving the answer; "
+              "`q.hint()`, `q.hint(2)`, ... give its hints, gentlest first. In this release `solution()` and each "
+              "exercise's last hint are off, and the checks run in a process apart from your notebook. "
+              "`lc.progress()` lists what you have attempted and passed, notebook by notebook.", "",
+              "`RELEASE.md` says what this release holds and what it leaves out."]
+    (out / "README.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def _git_commit(root: Path) -> str:
@@ -208,11 +248,10 @@ def _release_notes(out: Path, notebooks: list[str], parts: dict, versions: list[
 
     lines = ["# Student release of the Collective Communication Lab", "",
              f"Built from commit {commit} for Python {', '.join(versions)}. The course setting is on (student):",
-             "`solution()` and each exercise's last hint are off.", "",
-             "Install: `python3 -m venv .venv && .venv/bin/pip install -e \".[lab]\"`, then",
-             "`.venv/bin/jupyter lab notebooks/`.", "", "## Notebooks", ""]
-    lines += [f"- notebooks/{n}" for n in notebooks]
-    lines += ["", "## What the notebooks import (compiled: `labcore/exercises/faces-*.bin`)", "",
+             "`solution()` and each exercise's last hint are off. README.md says how to start the lab.", "",
+             f"{len(notebooks)} notebooks; the developers' tests, documentation and benchmarks are not here, except "
+             f"the files the notebooks name: {', '.join(LINKED)}.", "",
+             "## What the notebooks import (compiled: `labcore/exercises/faces-*.bin`)", "",
               "Each notebook's questions (a title, a prompt, every hint but the last) and the code its notebooks "
               "run:", ""]
     for name, text in sorted(parts["faces"].items()):
@@ -252,6 +291,7 @@ def build_release(out, *, pythons=(), root=None) -> Path:
         commit = _git_commit(root)
         (folder / MARKER.name).write_text(f"student release, commit {commit}\n", encoding="utf-8")
         _release_notes(out, notebooks, parts, versions, commit)
+        _student_readme(out, notebooks)
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)
         raise

@@ -184,7 +184,7 @@ class Exercise:
         A level that is not a whole number from 1 (``nan``, ``"2"``, ``-1``) shows the first hint and says so."""
         hints = setting.visible_hints(self.hints)
         if not hints:
-            print(f"{self.title}: no hints for this one; try solution().")
+            print(f"{self.title}: no hints for this one" + ("." if setting.student_mode() else "; try solution()."))
             return
         asked = as_whole(level)
         if asked is None or asked < 1:

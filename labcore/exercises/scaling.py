@@ -122,7 +122,8 @@ q_sharp_gain = StatedValue(
                                                           "for the factor (new / old)."),
               (lambda ring, sharp: 100 * (sharp - ring) / ring, "That is the gain in percent; the question asks "
                                                                 "for the factor (new / old).")],
-    hints=["Divide the SHARP figure by the ring figure."],
+    hints=["A factor says how many times larger the new figure is than the old one.",
+           "Divide the SHARP figure by the ring figure."],
     solution="480 / 380 = 1.26: +26%, not 2x. The NIC bytes halve, but the reduce-scatter and all-gather inside "
              "each node still cross NVLink, and the fixed costs per step do not shrink; NVIDIA's and "
              "ml-engineering's measurements put SHARP's gain at +25-30%.",
