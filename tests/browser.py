@@ -6,6 +6,7 @@ Used by tests/test_browser_notebook.py (notebook 02 run in the browser) and test
 notebook, as nbval ran it, rendered)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -107,6 +108,31 @@ def stop_lab(server: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     server.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def notebook_page(root: Path, home: Path, notebook: str):
+    """JupyterLab serving ``root`` (its settings in ``home``), and Chromium at ``notebook`` in a WIDTH x HEIGHT
+    window once its kernel is idle: yields the page; the browser and the server stop at the end."""
+    server, port = start_lab(root, home)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: server.poll() is not None or answers(f"{base}/api/status"), START_S,
+                 "the JupyterLab server to answer")
+        assert server.poll() is None, (home / "jupyter.log").read_text()[-3000:]
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                         args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+            try:
+                page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
+                page.set_default_timeout(START_S * 1000)
+                page.goto(f"{base}/lab/tree/{notebook}")
+                page.wait_for_function(KERNEL_IDLE, timeout=START_S * 1000, polling=500)
+                yield page
+            finally:
+                browser.close()
+    finally:
+        stop_lab(server)
 
 
 # JavaScript run in the page; `window.jupyterapp` is there because of expose_app_in_browser.

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 import labcore.sim as sim
-from browser import (CHROMIUM, HEIGHT, MISSING, PANEL, START_S, WIDTH, ALL_RUN, CAPTION, ERRORS, KERNEL_IDLE,
-                     MISSING_TITLES, OVERFLOWS, PAINTED, answers, start_lab, stop_lab, sync_playwright, wait_for)
+from browser import (MISSING, PANEL, ALL_RUN, CAPTION, ERRORS, MISSING_TITLES, OVERFLOWS, PAINTED, notebook_page,
+                     wait_for)
 from labcore.course.release import build_release
 from labcore.exercises import setting
 from labcore.viz import captions
@@ -43,28 +43,11 @@ def test_notebook_02_runs_plays_and_fits_in_a_browser(tmp_path):
     root.mkdir()
     home.mkdir()
     shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
-    server, port = start_lab(root, home)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: server.poll() is not None or answers(f"{base}/api/status"), START_S,
-                  "the JupyterLab server to answer")
-        assert server.poll() is None, (home / "jupyter.log").read_text()[-3000:]
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                         args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
-            try:
-                page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
-                page.set_default_timeout(START_S * 1000)
-                page.goto(f"{base}/lab/tree/{NOTEBOOK.name}")
-                page.wait_for_function(KERNEL_IDLE, timeout=START_S * 1000, polling=500)
-                if not page.locator(".jp-FileBrowser").is_visible():   # the learner's usual layout
-                    page.evaluate("window.jupyterapp.commands.execute('filebrowser:activate')")
-                page.wait_for_selector(".jp-FileBrowser", state="visible")
-                _run_all_and_check(page, tmp_path)
-            finally:
-                browser.close()
-    finally:
-        stop_lab(server)
+    with notebook_page(root, home, NOTEBOOK.name) as page:
+        if not page.locator(".jp-FileBrowser").is_visible():   # the learner's usual layout
+            page.evaluate("window.jupyterapp.commands.execute('filebrowser:activate')")
+        page.wait_for_selector(".jp-FileBrowser", state="visible")
+        _run_all_and_check(page, tmp_path)
 
 
 def _run_all_and_check(page, shots: Path) -> None:
@@ -152,37 +135,20 @@ def test_the_student_releases_first_notebook_runs_in_a_browser_on_the_releases_l
     home.mkdir()
     monkeypatch.setenv("PYTHONPATH", str(release))          # the kernel imports the release's labcore, as a student's
     monkeypatch.delenv(setting.ENV, raising=False)
-    server, port = start_lab(release / "notebooks", home)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: server.poll() is not None or answers(f"{base}/api/status"), START_S,
-                  "the JupyterLab server to answer")
-        assert server.poll() is None, (home / "jupyter.log").read_text()[-3000:]
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                         args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
-            try:
-                page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
-                page.set_default_timeout(START_S * 1000)
-                page.goto(f"{base}/lab/tree/{first.name}")
-                page.wait_for_function(KERNEL_IDLE, timeout=START_S * 1000, polling=500)
-                page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-                page.wait_for_function(ALL_RUN, timeout=RUN_ALL_S * 1000, polling=1000)
-                assert page.evaluate(ERRORS) == []
-                overflows = {}
-                for k, gd in enumerate(page.locator(".jp-Notebook .js-plotly-plot").all()):
-                    gd.scroll_into_view_if_needed()
-                    page.evaluate(PAINTED)
-                    parts = gd.evaluate(OVERFLOWS)
-                    if parts:
-                        overflows[k] = parts
-                assert overflows == {}
-                _screenshot(page, tmp_path / f"release_{first.stem}.png")
-                probe = page.evaluate(_KERNEL_RUN, _PROBE)
-            finally:
-                browser.close()
-    finally:
-        stop_lab(server)
+    with notebook_page(release / "notebooks", home, first.name) as page:
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        page.wait_for_function(ALL_RUN, timeout=RUN_ALL_S * 1000, polling=1000)
+        assert page.evaluate(ERRORS) == []
+        overflows = {}
+        for k, gd in enumerate(page.locator(".jp-Notebook .js-plotly-plot").all()):
+            gd.scroll_into_view_if_needed()
+            page.evaluate(PAINTED)
+            parts = gd.evaluate(OVERFLOWS)
+            if parts:
+                overflows[k] = parts
+        assert overflows == {}
+        _screenshot(page, tmp_path / f"release_{first.stem}.png")
+        probe = page.evaluate(_KERNEL_RUN, _PROBE)
     # the release's package, in the student setting; a check answers from its process apart, one hint is
     # left, and the solution is off
     assert f"labcore from {release / 'labcore' / '__init__.py'} student: True" in probe, probe

@@ -214,9 +214,15 @@ class Exercise:
     def _check(self, answer: Any, **context: Any) -> str | None:
         raise NotImplementedError("an Exercise subclass implements _check(answer, **context)")
 
-    def _evaluate(self, answer: Any, context: dict, caller_depth: int, refuse_own: bool = True) -> Result:
+    def _given(self, answer: Any, caller_depth: int) -> Any:
+        """The answer to check: the one passed, or else the notebook's variable ``var`` (read in the frame
+        ``caller_depth`` above the caller's)."""
         if answer is _NOTHING and self.var is not None:
-            answer = sys._getframe(caller_depth).f_globals.get(self.var, _NOTHING)
+            answer = sys._getframe(caller_depth + 1).f_globals.get(self.var, _NOTHING)
+        return answer
+
+    def _evaluate(self, answer: Any, context: dict, caller_depth: int, refuse_own: bool = True) -> Result:
+        answer = self._given(answer, caller_depth)
         early = self._early(answer)
         if early is not None:
             return early

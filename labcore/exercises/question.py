@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import copy
 import importlib
-import sys
 from typing import Any
 
 from labcore.exercises import checker, sealed, setting
-from labcore.exercises.core import _NOTHING, Exercise, Result
+from labcore.exercises.core import Exercise, Result
 
 __all__ = ["Question"]
 
@@ -77,8 +76,7 @@ class Question(Exercise):
         return self.prompt.format(**self.given) if self.given else self.prompt
 
     def _evaluate(self, answer: Any, context: dict, caller_depth: int, refuse_own: bool = True) -> Result:
-        if answer is _NOTHING and self.var is not None:
-            answer = sys._getframe(caller_depth).f_globals.get(self.var, _NOTHING)
+        answer = self._given(answer, caller_depth)
         early = self._early(answer)
         if early is not None:
             return early
