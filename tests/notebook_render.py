@@ -100,7 +100,11 @@ def _lab():
             page.set_default_timeout(RENDER_S * 1000)
             page.goto(f"{base}/lab")
             page.wait_for_function("() => window.jupyterapp?.shell", timeout=START_S * 1000, polling=500)
-            page.evaluate("() => window.jupyterapp.restored")
+            # wait for the layout's restore by a flag the page sets, not by awaiting the promise in evaluate():
+            # playwright fails such a call if the page collects its promise first ("Resulting promise was
+            # garbage collected"), which a loaded machine made happen
+            page.evaluate("() => { window.jupyterapp.restored.then(() => { window.labRestored = true; }); }")
+            page.wait_for_function("() => window.labRestored === true", timeout=START_S * 1000, polling=500)
             page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:activate')")
         except BaseException:
             _close(pw, browser, server, folder)
