@@ -110,13 +110,18 @@ def _skip_on_gpu(culprit: int = 1):
     return "returned"
 
 
-def test_a_skipped_collective_on_nccl_hangs_the_call_that_skipped_it():
+def _hang_report_on_two_gpus(fn):
+    """The hang report of ``fn(1)`` run on two NCCL ranks (rank 1 skips a collective) with a 10 s timeout."""
     if not lc.has_gpus(2):
         pytest.skip(_NEED.format(n=2))
     with lc.Cluster(2, backend="nccl", timeout=10, show_output=False) as cl, \
             pytest.raises(lc.CollectiveTimeout) as err:
-        cl.run(_skip_on_gpu, 1)
-    report = err.value.report
+        cl.run(fn, 1)
+    return err.value.report
+
+
+def test_a_skipped_collective_on_nccl_hangs_the_call_that_skipped_it():
+    report = _hang_report_on_two_gpus(_skip_on_gpu)
     assert report.finished == [1] and report.headline.startswith("rank 1 never entered all_reduce"), str(report)
 
 
@@ -167,12 +172,7 @@ def _skip_then_item(culprit: int = 1):
 
 
 def test_a_skipped_collective_is_reported_at_the_line_that_waits_for_it():
-    if not lc.has_gpus(2):
-        pytest.skip(_NEED.format(n=2))
-    with lc.Cluster(2, backend="nccl", timeout=10, show_output=False) as cl, \
-            pytest.raises(lc.CollectiveTimeout) as err:
-        cl.run(_skip_then_item, 1)
-    report = err.value.report
+    report = _hang_report_on_two_gpus(_skip_then_item)
     assert report.headline.startswith("rank 1 never entered all_reduce"), str(report)
     assert report.stuck[0].user_frame and "_skip_then_item" in report.stuck[0].user_frame, str(report)
 
